@@ -1,0 +1,33 @@
+"""Build kinds: one module each, same interface — ``steps(job) -> list[Step]`` that leave
+exactly one wheel in ``job.out_dir``. The registry maps a recipe's ``kind`` to its module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from ..arches import ArchList
+from ..recipes import Recipe
+from . import cmake, prebuilt, setuptools
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    """Everything one package build needs, resolved before anything runs."""
+
+    recipe: Recipe
+    python: Path
+    src_dir: Path
+    out_dir: Path          # staging: the wheel lands here, never directly in the wheelhouse
+    build_dir: Path        # persistent, so an interrupted long build resumes
+    archs: ArchList        # after the recipe's arch mapping
+    env: tuple[tuple[str, str], ...]
+    verbose: bool = False
+
+
+KINDS: dict[str, ModuleType] = {"setuptools": setuptools, "cmake": cmake, "prebuilt": prebuilt}
+
+
+def steps_for(job: BuildJob):
+    return KINDS[job.recipe.kind].steps(job)

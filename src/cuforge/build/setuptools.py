@@ -1,0 +1,14 @@
+"""A package's own setup.py / pyproject, built against the combo's torch (no isolation)."""
+
+from __future__ import annotations
+
+from ..runner import Step
+
+
+def steps(job) -> list[Step]:
+    argv = [str(job.python), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+            "--disable-pip-version-check", "-w", str(job.out_dir), *job.recipe.pip_args,
+            str(job.src_dir)]
+    if job.verbose:
+        argv.insert(4, "-v")
+    return [Step(tuple(argv), job.env, description=f"build {job.recipe.name} (setuptools)")]

@@ -1,0 +1,168 @@
+"""Command line: ``cuforge build|matrix|shell|verify|doctor|patch``. nox sessions and invoke
+tasks call this; it is also what runs on machines without nox/invoke (``python -m cuforge``).
+
+Errors are printed once, here, as a message and an exit code; ``CUFORGE_DEBUG=1`` shows the
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from .errors import ConfigError, CuforgeError
+
+err_console = Console(stderr=True, highlight=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CuforgeError as err:
+        if os.environ.get("CUFORGE_DEBUG"):
+            raise
+        err_console.print(f"[bold red]cuforge: {err.label}:[/] {err}", markup=True)
+        return err.exit_code
+    except KeyboardInterrupt:
+        err_console.print("cuforge: interrupted; nothing half-written was published")
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cuforge", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(metavar="COMMAND")
+
+    b = sub.add_parser("build", help="build, verify and publish wheels for one combo")
+    _combo_args(b)
+    b.add_argument("--only", default="", help="comma-separated packages (dependencies follow)")
+    b.add_argument("--cuda-arch", default="", help='override arches, e.g. "12.0;12.1+PTX"')
+    b.add_argument("--torch", default="", help="torch version (one the combo declares or any)")
+    b.add_argument("--jobs", type=int, default=0, help="parallel compile jobs "
+                   "(default: min(cores, free memory / 2.5 GB))")
+    b.add_argument("-v", "--verbose", action="store_true", help="stream compiler output")
+    b.add_argument("--dry-run", action="store_true", help="print commands and env; build nothing")
+    b.add_argument("--keep-going", action="store_true", help="continue past failed packages")
+    b.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
+                   help="build NAME from a local checkout")
+    b.add_argument("--arch-policy", default="", choices=["", "native", "ptx", "skip", "error"],
+                   help="how targets a package does not know are handled (e.g. cumm)")
+    pre = b.add_mutually_exclusive_group()
+    pre.add_argument("--force-source", action="store_true", help="never use prebuilt wheels")
+    pre.add_argument("--prefer-prebuilt", action="store_true", default=True,
+                     help="use a recipe's prebuilt wheel when it passes checks (default)")
+    b.add_argument("--skip-smoke", action="store_true", help="do not run kernel smoke tests")
+    b.set_defaults(func=_cmd_build)
+
+    m = sub.add_parser("matrix", help="print every combo and its build plan")
+    m.set_defaults(func=_cmd_matrix)
+
+    s = sub.add_parser("shell", help="open a shell in a combo env with the build env set")
+    _combo_args(s)
+    s.add_argument("--print-env", action="store_true", help="print the env instead of a shell")
+    s.set_defaults(func=_cmd_shell)
+
+    v = sub.add_parser("verify", help="re-run all checks on wheels or a wheelhouse directory")
+    v.add_argument("paths", nargs="+", type=Path)
+    _combo_args(v)
+    v.add_argument("--cuda-arch", default="", help="arches the wheels must cover")
+    v.add_argument("--json", action="store_true", help="machine-readable output")
+    v.set_defaults(func=_cmd_verify)
+
+    d = sub.add_parser("doctor", help="check the machine: pythons, uv, nvcc, compilers, libraries")
+    d.set_defaults(func=_cmd_doctor)
+
+    pt = sub.add_parser("patch", help="apply runtime patches to a checkout (milo, pointcept)")
+    pt.add_argument("set_name", help="patch set: milo or pointcept")
+    pt.add_argument("root", type=Path, help="the checkout to patch")
+    pt.add_argument("--check", action="store_true")
+    pt.add_argument("--revert", action="store_true")
+    pt.add_argument("--dry-run", action="store_true")
+    pt.set_defaults(func=_cmd_patch)
+    return p
+
+
+def _combo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--python", default="3.11", help="python version of the combo")
+    p.add_argument("--accel", default="cu130", help="accelerator tag (cu128, cu129, cu130)")
+    p.add_argument("--combo", default="", help="a combo by name (e.g. 3.12-cu130, h200)")
+    p.add_argument("--interpreter", default="",
+                   help="use this existing Python (with torch) instead of a venv")
+
+
+def _project():
+    from .project import find_project
+    return find_project()
+
+
+def _combo(args, *, arches: str = "", torch: str = ""):
+    from .combos import select_combo, with_overrides
+    combo = select_combo(_project(), python=args.python, accel=args.accel, name=args.combo)
+    return with_overrides(combo, torch=torch or None, arches=arches or None,
+                          interpreter=args.interpreter or None)
+
+
+def _cmd_build(args) -> int:
+    from .pipeline import BuildRequest, build
+    from .toolchain import default_jobs
+    if args.jobs < 0:
+        raise ConfigError("--jobs must be positive")
+    srcs = []
+    for item in args.src:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--src {item!r}: expected NAME=PATH", hint="e.g. --src simple-knn=~/code/simple-knn")
+        srcs.append((name, Path(path).expanduser().resolve()))
+    req = BuildRequest(
+        combo=_combo(args, arches=args.cuda_arch, torch=args.torch),
+        packages=tuple(p for p in args.only.split(",") if p),
+        jobs=args.jobs or default_jobs(), verbose=args.verbose, dry_run=args.dry_run,
+        keep_going=args.keep_going, src_overrides=tuple(srcs),
+        prefer_prebuilt=not args.force_source, arch_policy=args.arch_policy,
+        skip_smoke=args.skip_smoke)
+    outcome = build(_project(), req)
+    if outcome.failed:
+        names = ", ".join(e.package for e in outcome.failed)
+        err_console.print(f"[bold red]cuforge: failed:[/] {names}")
+        return 6
+    return 0
+
+
+def _cmd_matrix(args) -> int:
+    from .matrix import print_matrix
+    print_matrix(_project())
+    return 0
+
+
+def _cmd_shell(args) -> int:
+    from .shell import open_shell
+    return open_shell(_project(), _combo(args), print_only=args.print_env)
+
+
+def _cmd_verify(args) -> int:
+    from .verifycmd import verify_paths
+    return verify_paths(_project(), _combo(args, arches=args.cuda_arch), args.paths,
+                        as_json=args.json, arches_given=bool(args.cuda_arch))
+
+
+def _cmd_doctor(args) -> int:
+    from .doctor import run_doctor
+    return run_doctor(_project())
+
+
+def _cmd_patch(args) -> int:
+    from .patching.commands import run_patch_command
+    return run_patch_command(args.set_name, args.root, check=args.check, revert=args.revert,
+                             dry_run=args.dry_run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Build combos (python x torch x accel x arches), read from ``envs/*.toml`` into frozen objects."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from .arches import ArchList, check_supported, parse_arch_list
+from .errors import ConfigError
+from .project import Project
+
+
+@dataclass(frozen=True)
+class Accel:
+    """An accelerator tag such as ``cu130``: its CUDA version and where its toolkit comes from."""
+
+    tag: str
+    cuda: Version
+    default_arches: str
+    torch_index: str
+    toolkit_wheels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One build target. Everything after the CLI edge takes this, never raw strings."""
+
+    python: str
+    accel: Accel
+    torch: str
+    torch_versions: tuple[str, ...]
+    arches: ArchList
+    toolkit: str = "pypi"
+    torch_index: str = ""
+    find_links: str = ""
+    interpreter: str = ""
+    packages: tuple[str, ...] = ("cuforge-demo",)
+    name: str = ""
+
+    @property
+    def id(self) -> str:
+        """``3.12-cu130``: the nox session suffix and the CLI's way to name a combo."""
+        return self.name or f"{self.python}-{self.accel.tag}"
+
+    @property
+    def env_id(self) -> str:
+        """Directory name of the combo's venv: one per python x accel x torch."""
+        return f"{self.id}-torch{self.torch}"
+
+    @property
+    def cp(self) -> str:
+        return "cp" + self.python.replace(".", "")
+
+    def wheel_dir(self, wheelhouse: Path, machine: str) -> Path:
+        """``wheelhouse/linux-<machine>/<accel>/torch<ver>-cp<py>/``."""
+        return wheelhouse / f"linux-{machine}" / self.accel.tag / f"torch{self.torch}-{self.cp}"
+
+
+def load_accels(project: Project) -> dict[str, Accel]:
+    data = _read_toml(project.envs_dir / "accels.toml")
+    accels = {}
+    for tag, row in data.items():
+        accels[tag] = Accel(
+            tag=tag,
+            cuda=_version(row["cuda"], f"accels.toml [{tag}] cuda"),
+            default_arches=row["default_arches"],
+            torch_index=row.get("torch_index", ""),
+            toolkit_wheels=tuple(row.get("toolkit_wheels", ())),
+        )
+    return accels
+
+
+def load_combos(project: Project) -> list[Combo]:
+    """Every combo declared in ``envs/combos.toml``, validated (arches against the CUDA version)."""
+    accels = load_accels(project)
+    combos = [_combo_from_row(row, accels) for row in _read_toml(project.envs_dir / "combos.toml")
+              .get("combo", [])]
+    seen: set[str] = set()
+    for c in combos:
+        if c.id in seen:
+            raise ConfigError(f"two combos in envs/combos.toml are both called {c.id!r}",
+                              hint="give one of them a distinct `name = \"...\"`")
+        seen.add(c.id)
+    return combos
+
+
+def select_combo(project: Project, *, python: str | None = None, accel: str | None = None,
+                 name: str | None = None) -> Combo:
+    """The combo named ``name`` (e.g. ``3.12-cu130`` or ``h200``), or the one for python x accel."""
+    combos = load_combos(project)
+    wanted = name or f"{python}-{accel}"
+    for c in combos:
+        if c.id == wanted:
+            return c
+    ids = ", ".join(c.id for c in combos)
+    raise ConfigError(f"no combo {wanted!r} in envs/combos.toml (have: {ids})",
+                      hint="add a [[combo]] table to envs/combos.toml (see docs/adding-a-combo.md)")
+
+
+def with_overrides(combo: Combo, *, torch: str | None = None, arches: str | None = None,
+                   interpreter: str | None = None) -> Combo:
+    """Apply command-line overrides, re-validating the arches against the combo's CUDA."""
+    if torch:
+        _version(torch, "--torch")
+        combo = replace(combo, torch=torch)
+    if interpreter:
+        combo = replace(combo, interpreter=interpreter, toolkit="system")
+    if arches:
+        archs = parse_arch_list(arches)
+        check_supported(archs, combo.accel.cuda, where=combo.id)
+        combo = replace(combo, arches=archs)
+    return combo
+
+
+def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
+    where = f"envs/combos.toml combo python={row.get('python')} accel={row.get('accel')}"
+    for key in ("python", "accel", "torch"):
+        if key not in row:
+            raise ConfigError(f"{where}: missing key {key!r}")
+    if row["accel"] not in accels:
+        raise ConfigError(f"{where}: unknown accel {row['accel']!r}",
+                          hint=f"declare it in envs/accels.toml (have: {', '.join(accels)})")
+    accel = accels[row["accel"]]
+    torch_versions = row["torch"] if isinstance(row["torch"], list) else [row["torch"]]
+    for v in torch_versions:
+        _version(v, f"{where} torch")
+    arches = parse_arch_list(row.get("arches", accel.default_arches))
+    check_supported(arches, accel.cuda, where=where)
+    toolkit = row.get("toolkit", "pypi")
+    if toolkit not in ("pypi", "system"):
+        raise ConfigError(f"{where}: toolkit must be 'pypi' or 'system', not {toolkit!r}")
+    return Combo(
+        python=str(row["python"]),
+        accel=accel,
+        torch=torch_versions[0],
+        torch_versions=tuple(torch_versions),
+        arches=arches,
+        toolkit=toolkit,
+        torch_index=row.get("torch_index", accel.torch_index),
+        find_links=row.get("find_links", ""),
+        interpreter=row.get("interpreter", ""),
+        packages=tuple(row.get("packages", ("cuforge-demo",))),
+        name=row.get("name", ""),
+    )
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path} is missing", hint="run from a cuforge checkout") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+
+
+def _version(text: str, where: str) -> Version:
+    try:
+        return Version(str(text))
+    except InvalidVersion:
+        raise ConfigError(f"{where}: {text!r} is not a version number") from None

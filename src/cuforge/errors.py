@@ -1,0 +1,67 @@
+"""One error hierarchy: each kind has its own exit code and a message written for a person.
+
+Errors are raised deep in the library and printed once, at the CLI boundary, without a traceback
+(set ``CUFORGE_DEBUG=1`` to see one).
+"""
+
+from __future__ import annotations
+
+
+class CuforgeError(Exception):
+    """Base class: ``str(err)`` is the whole message shown to the user."""
+
+    exit_code = 1
+    label = "error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        self.hint = hint
+        super().__init__(message if hint is None else f"{message}\n  fix: {hint}")
+
+
+class ConfigError(CuforgeError):
+    """A combo, recipe, arch string or command-line option is wrong."""
+
+    exit_code = 2
+    label = "configuration error"
+
+
+class ToolchainError(CuforgeError):
+    """A compiler, CUDA toolkit, interpreter or system library is missing or unusable."""
+
+    exit_code = 3
+    label = "toolchain error"
+
+
+class SourceError(CuforgeError):
+    """A source could not be fetched, or its checksum does not match."""
+
+    exit_code = 4
+    label = "source error"
+
+
+class PatchError(CuforgeError):
+    """A patch no longer matches the upstream file it targets."""
+
+    exit_code = 5
+    label = "patch error"
+
+
+class BuildError(CuforgeError):
+    """A package failed to compile."""
+
+    exit_code = 6
+    label = "build error"
+
+
+class VerifyError(CuforgeError):
+    """A built or prebuilt wheel failed a verification check."""
+
+    exit_code = 7
+    label = "verification failed"
+
+
+class NothingToDo(CuforgeError):
+    """The request selects no package or combo."""
+
+    exit_code = 8
+    label = "nothing to do"

@@ -1,0 +1,313 @@
+"""The build pipeline: plan -> environment -> per package: fetch, patch, compile, verify,
+publish. Each package ends as one manifest line: compiled, prebuilt, skipped or FAILED."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from rich.console import Console
+
+from . import sources, venv
+from .arches import ArchList
+from .build import BuildJob, steps_for
+from .combos import Combo
+from .errors import BuildError, ConfigError, CuforgeError, VerifyError
+from .project import Project
+from .recipes import Recipe, load_recipes, plan
+from .runner import Step, run
+from .toolchain import Toolkit, build_environment
+from .torchinfo import TorchInfo
+from .wheelhouse import Entry, Wheelhouse, sha256_of
+
+console = Console(stderr=True, highlight=False)
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """A parsed ``build`` command: typed and validated at the CLI edge."""
+
+    combo: Combo
+    packages: tuple[str, ...] = ()
+    jobs: int = 1
+    verbose: bool = False
+    dry_run: bool = False
+    keep_going: bool = False
+    src_overrides: tuple[tuple[str, Path], ...] = ()
+    prefer_prebuilt: bool = True
+    arch_policy: str = ""          # overrides every recipe's policy (e.g. cumm: ptx | native)
+    skip_smoke: bool = False
+
+
+@dataclass
+class Outcome:
+    entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Entry]:
+        return [e for e in self.entries if e.status == "FAILED"]
+
+
+def machine_tag() -> str:
+    """``x86_64`` or ``arm64`` (the published builder's name for aarch64)."""
+    m = platform.machine()
+    return {"aarch64": "arm64"}.get(m, m)
+
+
+def wheel_dir(project: Project, combo: Combo) -> Path:
+    return combo.wheel_dir(project.wheelhouse, machine_tag())
+
+
+def resolve_plan(project: Project, req: BuildRequest) -> list[Recipe]:
+    recipes = load_recipes(project)
+    for name, path in req.src_overrides:
+        if name not in recipes:
+            raise ConfigError(f"--src {name}=...: no recipe called {name!r}",
+                              hint=f"known packages: {', '.join(sorted(recipes))}")
+        recipes[name] = replace(recipes[name], source=sources.Source(path=str(path)))
+    wanted = list(req.packages or req.combo.packages)
+    return plan(recipes, wanted)
+
+
+def build(project: Project, req: BuildRequest) -> Outcome:
+    order = resolve_plan(project, req)
+    if req.dry_run:
+        dry_run(project, req, order)
+        return Outcome()
+    log_dir = project.state_dir / "logs" / req.combo.env_id
+    log_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with console.status(f"[bold]{req.combo.id}[/]: preparing the environment"):
+        env = venv.prepare(project.state_dir, req.combo, log=log_dir / "env.log",
+                           verbose=req.verbose)
+    combo = replace(req.combo, torch=env.info.torch)
+    how = "reused" if env.reused else "created"
+    console.print(f"[bold]{combo.id}[/]: env {how} in {time.monotonic() - t0:.1f} s "
+                  f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
+                  f"{env.toolkit.root})")
+    house = Wheelhouse(wheel_dir(project, combo))
+    outcome = Outcome()
+    broken: set[str] = set()
+    for recipe in order:
+        failed_deps = [d for d in recipe.depends if d in broken]
+        if failed_deps:
+            entry = _record_skip(house, combo, recipe, f"dependency {', '.join(failed_deps)} failed")
+            broken.add(recipe.name)
+            outcome.entries.append(entry)
+            continue
+        entry = _build_one(project, req, combo, env, recipe, house, log_dir)
+        outcome.entries.append(entry)
+        if entry.status == "FAILED":
+            broken.add(recipe.name)
+            if not req.keep_going:
+                break
+    return outcome
+
+
+def _build_one(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
+               recipe: Recipe, house: Wheelhouse, log_dir: Path) -> Entry:
+    log = log_dir / f"{recipe.name}.log"
+    log.write_text("")
+    archs = _package_arches(recipe, combo, req)
+    if archs is not None and len(archs) == 0:
+        reason = (f"none of the requested arches {combo.arches} has kernels in {recipe.name} "
+                  f"(it has: {' '.join(recipe.arches.supported)})")
+        console.print(f"[yellow]skipped[/] {recipe.name}: {reason}")
+        return _record_skip(house, combo, recipe, reason)
+    started = time.monotonic()
+    with console.status(f"[bold]{recipe.name}[/] building for {archs or combo.arches}"
+                        f" (log: {log})") as status:
+        try:
+            wheel, status_word = _produce_wheel(project, req, combo, env, recipe, archs, log)
+            status.update(f"[bold]{recipe.name}[/] verifying")
+            checks, embedded = _verify(project, req, env, recipe, wheel, archs or combo.arches)
+        except CuforgeError as err:
+            console.print(f"[red]FAILED[/] {recipe.name}: {err}")
+            if not req.keep_going:
+                house.publish(None, _failed_entry(combo, recipe, str(err), log, started))
+                raise
+            return house.publish(None, _failed_entry(combo, recipe, str(err), log, started))
+    seconds = round(time.monotonic() - started, 1)
+    entry = Entry(
+        package=recipe.name, status=status_word, version=_wheel_version(wheel),
+        wheel=wheel.name, wheel_sha256=sha256_of(wheel), source=recipe.source.describe(),
+        arches_requested=(archs or combo.arches).torch(), arches_embedded=embedded,
+        arch_policy=req.arch_policy or recipe.arches.policy, checks=checks, torch=combo.torch,
+        python=combo.python, cuda=str(env.toolkit.version), build_seconds=seconds, log=str(log))
+    house.publish(wheel, entry)
+    console.print(f"[green]{status_word}[/] {wheel.name} in {seconds:.1f} s "
+                  f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
+                  f"ptx {' '.join(embedded.get('ptx', [])) or '-'})")
+    return entry
+
+
+def _produce_wheel(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
+                   recipe: Recipe, archs: ArchList | None, log: Path) -> tuple[Path, str]:
+    work = project.state_dir / "work" / combo.env_id / recipe.name
+    staging = work / "dist"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    job_env = _job_env(env, recipe, archs or combo.arches, req.jobs)
+    if recipe.kind == "prebuilt":
+        job = BuildJob(recipe, env.python, work, staging, work / "build",
+                       archs or combo.arches, job_env, req.verbose)
+        for step in steps_for(job):
+            run(step, log=log, stream=req.verbose)
+        return _single_wheel(staging, recipe), "prebuilt"
+    src = sources.fetch(recipe.source, project_root=project.root,
+                        cache_dir=project.state_dir / "cache", dest=work / "src")
+    _apply_patches(project, recipe, src)
+    job = BuildJob(recipe, env.python, src, staging, work / "build", archs or combo.arches,
+                   job_env, req.verbose)
+    for step in steps_for(job):
+        run(step, log=log, stream=req.verbose)
+    return _single_wheel(staging, recipe), "compiled"
+
+
+def _apply_patches(project: Project, recipe: Recipe, src: Path) -> None:
+    if not recipe.patches:
+        return
+    from . import patching   # imported lazily: only recipes with patches need the engine
+    for name in recipe.patches:
+        patch_set = patching.load_patch_set(name, patches_dir=project.patches_dir)
+        patching.apply(patch_set, src)
+
+
+def _verify(project: Project, req: BuildRequest, env: venv.ComboEnv, recipe: Recipe,
+            wheel: Path, archs: ArchList) -> tuple[dict[str, str], dict[str, list[str]]]:
+    from .verify import embedded_arches, verify_wheel   # the verification layer
+    ctx = verify_context(env, archs)
+    smoke = None if req.skip_smoke else smoke_script(project, recipe)
+    report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))
+    checks = {r.check: f"{r.status}: {r.detail}" if r.detail else r.status
+              for r in report.results}
+    if not report.ok:
+        bad = "; ".join(f"{r.check}: {r.detail}" for r in report.results if r.status == "fail")
+        raise VerifyError(f"{wheel.name} failed verification: {bad}",
+                          hint=f"the wheel stays in {wheel.parent} for inspection; it was not "
+                          "added to the wheelhouse")
+    return checks, embedded_arches(wheel)
+
+
+def verify_context(env: venv.ComboEnv, archs: ArchList | None):
+    from .verify import VerifyContext
+    lib_dirs = [env.info.torch_lib, *env.info.nvidia_lib] if env.info.torch_lib else []
+    return VerifyContext(python=env.python, torch_version=env.info.torch,
+                         torch_cuda=env.info.cuda, cxx11_abi=env.info.cxx11_abi,
+                         lib_dirs=tuple(p for p in lib_dirs if p), requested=archs)
+
+
+def smoke_script(project: Project, recipe: Recipe) -> Path | None:
+    path = project.root / recipe.smoke if recipe.smoke else project.smoke_dir / f"{recipe.name}.py"
+    return path if path.is_file() else None
+
+
+def _package_arches(recipe: Recipe, combo: Combo, req: BuildRequest) -> ArchList | None:
+    if recipe.kind == "prebuilt" and not recipe.arches.supported:
+        return None
+    rule = recipe.arches
+    if req.arch_policy and rule.supported:
+        rule = replace(rule, policy=req.arch_policy)
+    return rule.map(combo.arches)
+
+
+def _job_env(env: venv.ComboEnv, recipe: Recipe, archs: ArchList, jobs: int
+             ) -> tuple[tuple[str, str], ...]:
+    base = build_environment(env.toolkit, archs, jobs=jobs, cxx11_abi=env.info.cxx11_abi,
+                             extra_include=list(env.info.nvidia_include),
+                             extra_lib=list(env.info.nvidia_lib), bin_dirs=[env.bin_dir])
+    fmt = {"torch_list": archs.torch(), "cmake_list": archs.cmake(),
+           "compact": ";".join(a.number for a in archs.sass), "cuda": str(env.toolkit.version),
+           "accel": env.combo.accel.tag}
+    base.update({k: v.format(**fmt) for k, v in recipe.arches.env})
+    base.update({k: v.format(**fmt) for k, v in recipe.env})
+    return tuple(sorted(base.items()))
+
+
+def _single_wheel(staging: Path, recipe: Recipe) -> Path:
+    wheels = sorted(staging.glob("*.whl"))
+    if len(wheels) != 1:
+        raise BuildError(f"{recipe.name}: expected one wheel in {staging}, found {len(wheels)}")
+    return wheels[0]
+
+
+def _wheel_version(wheel: Path) -> str:
+    parts = wheel.name.split("-")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _record_skip(house: Wheelhouse, combo: Combo, recipe: Recipe, reason: str) -> Entry:
+    return house.publish(None, Entry(package=recipe.name, status="skipped", reason=reason,
+                                     source=recipe.source.describe(), torch=combo.torch,
+                                     python=combo.python, arches_requested=combo.arches.torch()))
+
+
+def _failed_entry(combo: Combo, recipe: Recipe, reason: str, log: Path, started: float) -> Entry:
+    return Entry(package=recipe.name, status="FAILED", reason=reason.splitlines()[0],
+                 source=recipe.source.describe(), torch=combo.torch, python=combo.python,
+                 arches_requested=combo.arches.torch(), log=str(log),
+                 build_seconds=round(time.monotonic() - started, 1))
+
+
+def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
+    """Print every step's exact command and environment; build nothing, write nothing."""
+    combo = req.combo
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(f"# dry run: combo {combo.id}, torch {combo.torch}, CUDA {combo.accel.cuda}, "
+              f"arches {combo.arches}")
+    out.print(f"# build order: {' -> '.join(r.name for r in order)}")
+    env = _predicted_env(project, combo)
+    if not combo.interpreter and not venv.is_ready(project.state_dir, combo):
+        base = str(_find_python_or_name(combo.python))
+        for step in venv.creation_steps(project.state_dir, combo, base):
+            out.print(step.render(), markup=False)
+    elif not combo.interpreter:
+        out.print(f"# env {venv.env_dir(project.state_dir, combo)} is ready: nothing to install")
+    house = wheel_dir(project, combo)
+    for recipe in order:
+        out.print(f"\n# ---- {recipe.name} ({recipe.kind}) ----")
+        archs = _package_arches(recipe, combo, req)
+        if archs is not None and len(archs) == 0:
+            out.print(f"# would skip {recipe.name}: no requested arch is supported")
+            continue
+        work = project.state_dir / "work" / combo.env_id / recipe.name
+        if recipe.kind != "prebuilt":
+            for step in sources.describe_steps(recipe.source, project.root,
+                                               project.state_dir / "cache", work / "src"):
+                out.print(step.render(), markup=False)
+            for p in recipe.patches:
+                out.print(f"# apply patch set patches/{p}")
+        job = BuildJob(recipe, env.python, work / "src", work / "dist", work / "build",
+                       archs or combo.arches, _job_env(env, recipe, archs or combo.arches,
+                                                       req.jobs), req.verbose)
+        for step in steps_for(job):
+            out.print(step.render(), markup=False)
+        out.print(f"# then: verify (abi, symbols, fatbin, import, smoke) and publish into {house}")
+
+
+def _predicted_env(project: Project, combo: Combo) -> venv.ComboEnv:
+    """The env as it will be, without creating it (for --dry-run)."""
+    root = venv.env_dir(project.state_dir, combo)
+    if combo.interpreter or venv.is_ready(project.state_dir, combo):
+        try:
+            return venv.prepare(project.state_dir, combo, log=Path("/dev/null"))
+        except CuforgeError:
+            pass
+    site = root / "lib" / f"python{combo.python}" / "site-packages"
+    info = TorchInfo(python=root / "bin" / "python", py_version=combo.python, site_packages=site,
+                     machine=platform.machine(), torch=combo.torch, torch_full=combo.torch,
+                     cuda=str(combo.accel.cuda), cxx11_abi=True, torch_lib=site / "torch" / "lib",
+                     nvidia_include=(site / "nvidia" / "cu13" / "include",),
+                     nvidia_lib=(site / "nvidia" / "cu13" / "lib",))
+    return venv.ComboEnv(combo, info, Toolkit(root / "cuda", combo.accel.cuda), root, False)
+
+
+def _find_python_or_name(version: str) -> Path | str:
+    try:
+        return venv.find_python(version)
+    except CuforgeError:
+        return f"python{version}"

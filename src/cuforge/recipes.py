@@ -1,0 +1,171 @@
+"""Package recipes: one TOML file per package under ``recipes/``, read into frozen objects,
+and the build plan (dependency order) derived from them."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+from .arches import ArchList, map_to_supported
+from .errors import ConfigError, NothingToDo
+from .project import Project
+
+BUILD_KINDS = ("setuptools", "cmake", "prebuilt")
+ARCH_POLICIES = ("native", "ptx", "skip", "error")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a package's source comes from: exactly one of path, git, sdist."""
+
+    path: str = ""            # relative to the project root (native/...) or absolute
+    git: str = ""
+    commit: str = ""
+    subdir: str = ""
+    sdist: str = ""
+    sha256: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "path" if self.path else "git" if self.git else "sdist" if self.sdist else "none"
+
+    def describe(self) -> str:
+        """What the manifest records: ``url@commit[:subdir]``, ``sdist-url#sha256=...``, or a path."""
+        if self.git:
+            return f"{self.git}@{self.commit}" + (f":{self.subdir}" if self.subdir else "")
+        if self.sdist:
+            return f"{self.sdist}#sha256={self.sha256}"
+        return self.path
+
+
+@dataclass(frozen=True)
+class ArchRule:
+    """How a package takes the combo's arches: kept, mapped to its own table, or narrowed."""
+
+    policy: str = "native"
+    supported: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()   # extra variables, rendered from the mapped list
+
+    def map(self, archs: ArchList) -> ArchList:
+        if not self.supported:
+            return archs
+        return map_to_supported(archs, list(self.supported), self.policy)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    kind: str
+    source: Source
+    depends: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    smoke: str = ""
+    patches: tuple[str, ...] = ()
+    arches: ArchRule = field(default_factory=ArchRule)
+    env: tuple[tuple[str, str], ...] = ()
+    prebuilt: tuple[str, ...] = ()         # requirement strings to try as wheels first
+    prebuilt_find_links: str = ""
+    pip_args: tuple[str, ...] = ()
+    file: Path | None = None
+
+
+def load_recipes(project: Project) -> dict[str, Recipe]:
+    """Every ``recipes/*.toml``, keyed by package name."""
+    recipes: dict[str, Recipe] = {}
+    for path in sorted(project.recipes_dir.glob("*.toml")):
+        recipe = parse_recipe(path)
+        if recipe.name in recipes:
+            raise ConfigError(f"two recipes declare package {recipe.name!r}: {path} and "
+                              f"{recipes[recipe.name].file}")
+        recipes[recipe.name] = recipe
+    for r in recipes.values():
+        for dep in r.depends:
+            if dep not in recipes:
+                raise ConfigError(f"recipe {r.name} depends on {dep!r}, which has no recipe",
+                                  hint=f"add recipes/{dep}.toml or fix `depends` in {r.file}")
+    return recipes
+
+
+def parse_recipe(path: Path) -> Recipe:
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    where = str(path)
+    name = data.get("name") or path.stem
+    kind = data.get("kind", "setuptools")
+    if kind not in BUILD_KINDS:
+        raise ConfigError(f"{where}: kind must be one of {', '.join(BUILD_KINDS)}, not {kind!r}")
+    source = _source(data.get("source", {}), where)
+    if kind != "prebuilt" and source.kind == "none":
+        raise ConfigError(f"{where}: [source] needs one of path, git (+commit), sdist (+sha256)")
+    arch = data.get("arches", {})
+    policy = arch.get("policy", "native")
+    if policy not in ARCH_POLICIES:
+        raise ConfigError(f"{where}: arches.policy must be one of {', '.join(ARCH_POLICIES)}")
+    prebuilt = data.get("prebuilt", {})
+    return Recipe(
+        name=name,
+        kind=kind,
+        source=source,
+        depends=tuple(data.get("depends", ())),
+        modules=tuple(data.get("modules", (name.replace("-", "_"),))),
+        smoke=data.get("smoke", ""),
+        patches=tuple(data.get("patches", ())),
+        arches=ArchRule(policy, tuple(arch.get("supported", ())),
+                        tuple(sorted(arch.get("env", {}).items()))),
+        env=tuple(sorted(data.get("env", {}).items())),
+        prebuilt=tuple(prebuilt.get("requirements", ())),
+        prebuilt_find_links=prebuilt.get("find_links", ""),
+        pip_args=tuple(data.get("pip_args", ())),
+        file=path,
+    )
+
+
+def _source(row: dict, where: str) -> Source:
+    src = Source(**{k: str(v) for k, v in row.items() if k in Source.__dataclass_fields__})
+    unknown = set(row) - set(Source.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(f"{where}: unknown [source] keys {sorted(unknown)}")
+    if src.git and not re.fullmatch(r"[0-9a-f]{40}", src.commit):
+        raise ConfigError(f"{where}: a git source must pin a full 40-hex `commit`, got "
+                          f"{src.commit!r}", hint="pin the exact upstream commit, not a branch")
+    if src.sdist and not re.fullmatch(r"[0-9a-f]{64}", src.sha256):
+        raise ConfigError(f"{where}: an sdist source needs its `sha256`",
+                          hint="copy it from the package index (PyPI shows it per file)")
+    return src
+
+
+def plan(recipes: dict[str, Recipe], wanted: list[str]) -> list[Recipe]:
+    """The packages to build, dependencies first (``spconv`` -> pccm, cumm, spconv).
+
+    Order among independent packages follows ``wanted``, so the plan is stable.
+    """
+    unknown = [w for w in wanted if w not in recipes]
+    if unknown:
+        raise ConfigError(f"no recipe for {', '.join(unknown)}",
+                          hint=f"known packages: {', '.join(sorted(recipes))}")
+    if not wanted:
+        raise NothingToDo("no package selected", hint="pass --only PKG or set the combo's packages")
+    needed: dict[str, None] = {}
+    stack = list(reversed(wanted))
+    while stack:
+        name = stack.pop()
+        if name not in needed:
+            needed[name] = None
+            stack.extend(reversed(recipes[name].depends))
+    sorter = TopologicalSorter({n: recipes[n].depends for n in needed})
+    try:
+        sorter.prepare()
+    except CycleError as err:
+        raise ConfigError(f"recipes depend on each other in a cycle: {err.args[1]}") from None
+    order: list[str] = []
+    rank = {n: i for i, n in enumerate(needed)}
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=rank.__getitem__)
+        order.extend(ready)
+        sorter.done(*ready)
+    return [recipes[n] for n in order]

@@ -1,0 +1,103 @@
+"""The one place that runs subprocesses: argument lists, an explicit environment, a log file,
+live streaming on request, and failures turned into clean errors with the log's tail."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BuildError, CuforgeError
+
+TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class Step:
+    """A command to run: shown verbatim by ``--dry-run``."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()   # variables cuforge sets on top of os.environ
+    cwd: Path | None = None
+    description: str = ""
+
+    def render(self) -> str:
+        lines = [f"# {self.description}"] if self.description else []
+        if self.cwd:
+            lines.append(f"cd {shlex.quote(str(self.cwd))}")
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in self.env]
+        lines.append(shlex.join(self.argv))
+        return "\n".join(lines)
+
+
+def run(step: Step, *, log: Path | None = None, stream: bool = False,
+        error: type[CuforgeError] = BuildError, timeout: float | None = None) -> str:
+    """Run ``step``; append its output to ``log``; return the output (last lines when logged).
+
+    On failure raise ``error`` carrying the tail of the output and the log path.
+    """
+    env = {**os.environ, **dict(step.env)}
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    captured: list[str] = []
+    if log:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.Popen(step.argv, cwd=step.cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace",
+                                bufsize=1)
+    except FileNotFoundError:
+        raise error(f"command not found: {step.argv[0]}",
+                    hint="run `invoke doctor` to see which tool is missing") from None
+    with open(log, "a") if log else _NullFile() as sink:
+        if log:
+            sink.write(f"\n$ {step.render()}\n")
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line)
+            if log:
+                sink.write(line)
+            else:
+                captured.append(line)
+            if stream:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = -9
+    if code != 0:
+        where = f"\n  full log: {log}" if log else ""
+        what = step.description or shlex.join(step.argv[:3])
+        raise error(f"{what} failed (exit {code}); last lines:\n" + "".join(tail).rstrip()
+                    + where)
+    return "".join(captured if not log else tail)
+
+
+def capture(argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
+            error: type[CuforgeError] = CuforgeError) -> str:
+    """Run a quick query command and return stdout; raise ``error`` with stderr on failure."""
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env={**os.environ, **(env or {})},
+                              capture_output=True, text=True)
+    except FileNotFoundError:
+        raise error(f"command not found: {argv[0]}") from None
+    if proc.returncode != 0:
+        raise error(f"{shlex.join(argv[:4])} failed (exit {proc.returncode}): "
+                    f"{proc.stderr.strip()[-2000:]}")
+    return proc.stdout
+
+
+class _NullFile:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def write(self, _text: str) -> None:
+        pass

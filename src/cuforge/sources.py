@@ -1,0 +1,160 @@
+"""Fetch a recipe's source into a fresh working tree: a pinned git commit (optionally a
+subdirectory of a bigger repo, as MILo's submodules/ folders are), a checksummed sdist, or a
+local path. Clones and downloads are cached; the working tree is always a fresh copy, so
+patches never touch the cache or a user's checkout."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tarfile
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from filelock import FileLock
+
+from .errors import SourceError
+from .recipes import Source
+from .runner import Step, capture
+
+_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
+
+
+def fetch(source: Source, *, project_root: Path, cache_dir: Path, dest: Path) -> Path:
+    """Materialise ``source`` at ``dest`` (replaced) and return the directory to build."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if source.path:
+        return _copy_path(resolve_path(source.path, project_root), dest)
+    if source.git:
+        return _export_git(source, cache_dir / "git", dest)
+    if source.sdist:
+        return _extract_sdist(source, cache_dir / "sdist", dest)
+    raise SourceError("recipe has no source")
+
+
+def describe_steps(source: Source, project_root: Path, cache_dir: Path, dest: Path) -> list[Step]:
+    """What fetch does, as commands, for --dry-run."""
+    if source.git:
+        mirror = _mirror_path(cache_dir / "git", source.git)
+        return [Step(("git", "clone", "--mirror", source.git, str(mirror)),
+                     description="clone once into the cache (later: git fetch)"),
+                Step(("git", "-C", str(mirror), "archive", source.commit, source.subdir or "."),
+                     description=f"export {source.commit[:12]} into {dest}")]
+    if source.sdist:
+        return [Step(("download", source.sdist, f"sha256={source.sha256}"),
+                     description=f"fetch into the cache and unpack into {dest}")]
+    return [Step(("copy", str(resolve_path(source.path, project_root)), str(dest)),
+                 description="copy the local source tree")]
+
+
+def resolve_path(path: str, project_root: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else project_root / p
+
+
+def _copy_path(src: Path, dest: Path) -> Path:
+    if not src.is_dir():
+        raise SourceError(f"local source {src} does not exist",
+                          hint="fix the recipe's [source] path or the --src NAME=PATH argument")
+    shutil.copytree(src, dest, ignore=_IGNORE, symlinks=True)
+    return dest
+
+
+def _mirror_path(cache: Path, url: str) -> Path:
+    name = url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+    return cache / f"{name}-{hashlib.sha256(url.encode()).hexdigest()[:12]}.git"
+
+
+def _export_git(source: Source, cache: Path, dest: Path) -> Path:
+    mirror = _mirror_path(cache, source.git)
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(mirror) + ".lock"):
+        if not mirror.exists():
+            _git(["clone", "--quiet", "--mirror", source.git, str(mirror)], source)
+        if not _has_commit(mirror, source.commit):
+            _git(["-C", str(mirror), "fetch", "--quiet", "origin"], source)
+        if not _has_commit(mirror, source.commit):
+            raise SourceError(f"{source.git} has no commit {source.commit}",
+                              hint="fix the pinned commit in the recipe")
+        dest.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(mirror), "archive", "--format=tar",
+                                  source.commit], capture_output=True)
+        if archive.returncode != 0:
+            raise SourceError(f"git archive of {source.commit} failed: "
+                              f"{archive.stderr.decode(errors='replace').strip()}")
+        tmp_tar = dest.parent / f".{dest.name}.tar"
+        tmp_tar.write_bytes(archive.stdout)
+        with tarfile.open(tmp_tar) as tar:
+            tar.extractall(dest, filter="data")
+        tmp_tar.unlink()
+    root = dest / source.subdir if source.subdir else dest
+    if not root.is_dir():
+        raise SourceError(f"{source.git}@{source.commit[:12]} has no directory {source.subdir!r}",
+                          hint="fix `subdir` in the recipe's [source]")
+    return root
+
+
+def _has_commit(mirror: Path, commit: str) -> bool:
+    return subprocess.run(["git", "-C", str(mirror), "cat-file", "-e", f"{commit}^{{commit}}"],
+                          capture_output=True).returncode == 0
+
+
+def _git(args: list[str], source: Source) -> None:
+    try:
+        capture(["git", *args], error=SourceError)
+    except SourceError as err:
+        raise SourceError(f"cannot fetch {source.git}: {err}",
+                          hint="check the URL and your network, or build from a local checkout "
+                          "with --src NAME=PATH") from None
+
+
+def _extract_sdist(source: Source, cache: Path, dest: Path) -> Path:
+    cache.mkdir(parents=True, exist_ok=True)
+    archive = cache / source.sdist.rsplit("/", 1)[-1].split("#")[0]
+    with FileLock(str(archive) + ".lock"):
+        if not archive.exists() or _sha256(archive) != source.sha256:
+            _download(source.sdist, archive)
+        digest = _sha256(archive)
+        if digest != source.sha256:
+            archive.unlink()
+            raise SourceError(f"checksum mismatch for {source.sdist}: expected sha256 "
+                              f"{source.sha256}, got {digest}",
+                              hint="the upstream file changed or the download is corrupt; check "
+                              "the index and update `sha256` in the recipe if the change is "
+                              "legitimate")
+    dest.mkdir(parents=True)
+    if archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(dest)
+    else:
+        with tarfile.open(archive) as tar:
+            tar.extractall(dest, filter="data")
+    entries = list(dest.iterdir())
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else dest
+
+
+def _download(url: str, target: Path) -> None:
+    tmp = target.with_suffix(target.suffix + ".part")
+    try:
+        if url.startswith(("/", "file:")):
+            shutil.copyfile(url.removeprefix("file://"), tmp)
+        else:
+            with urllib.request.urlopen(url, timeout=60) as resp, open(tmp, "wb") as out:
+                shutil.copyfileobj(resp, out)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise SourceError(f"cannot download {url}: {err}",
+                          hint="check your network, or build from a local copy with --src") from None
+    tmp.replace(target)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

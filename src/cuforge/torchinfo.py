@@ -1,0 +1,76 @@
+"""What a combo's interpreter has: torch's version, CUDA, C++ ABI and where its files live."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ToolchainError
+from .runner import capture
+
+_PROBE = r"""
+import json, os, sys, sysconfig
+info = {"python": sys.executable, "py_version": "%d.%d" % sys.version_info[:2],
+        "site_packages": sysconfig.get_paths()["purelib"], "machine": os.uname().machine}
+try:
+    import torch
+except Exception as err:  # report, do not crash: the caller decides what to install
+    info["torch_error"] = f"{type(err).__name__}: {err}"
+else:
+    import torch.utils.cpp_extension as ext
+    import torch.utils
+    info.update(
+        torch=torch.__version__.split("+")[0], torch_full=torch.__version__,
+        cuda=torch.version.cuda, cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+        torch_lib=os.path.join(os.path.dirname(torch.__file__), "lib"),
+        include_paths=ext.include_paths(), cmake_prefix_path=torch.utils.cmake_prefix_path)
+nv = os.path.join(info["site_packages"], "nvidia")
+dirs = [os.path.join(nv, d) for d in sorted(os.listdir(nv))] if os.path.isdir(nv) else []
+info["nvidia_include"] = [os.path.join(d, "include") for d in dirs if os.path.isdir(os.path.join(d, "include"))]
+info["nvidia_lib"] = [os.path.join(d, "lib") for d in dirs if os.path.isdir(os.path.join(d, "lib"))]
+print("CUFORGE-PROBE " + json.dumps(info))
+"""
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    python: Path
+    py_version: str
+    site_packages: Path
+    machine: str
+    torch: str = ""
+    torch_full: str = ""
+    cuda: str = ""
+    cxx11_abi: bool = True
+    torch_lib: Path | None = None
+    include_paths: tuple[Path, ...] = ()
+    cmake_prefix_path: str = ""
+    nvidia_include: tuple[Path, ...] = ()
+    nvidia_lib: tuple[Path, ...] = ()
+    torch_error: str = ""
+
+    @property
+    def has_torch(self) -> bool:
+        return bool(self.torch)
+
+
+def probe(python: Path) -> TorchInfo:
+    """Ask ``python`` about itself and its torch (one subprocess, ~2 s with torch)."""
+    out = capture([str(python), "-c", _PROBE], error=ToolchainError)
+    line = next((ln for ln in out.splitlines() if ln.startswith("CUFORGE-PROBE ")), None)
+    if line is None:
+        raise ToolchainError(f"{python} did not answer the environment probe")
+    d = json.loads(line.removeprefix("CUFORGE-PROBE "))
+    return TorchInfo(
+        python=Path(d["python"]), py_version=d["py_version"],
+        site_packages=Path(d["site_packages"]), machine=d["machine"],
+        torch=d.get("torch", ""), torch_full=d.get("torch_full", ""), cuda=d.get("cuda") or "",
+        cxx11_abi=d.get("cxx11_abi", True),
+        torch_lib=Path(d["torch_lib"]) if d.get("torch_lib") else None,
+        include_paths=tuple(map(Path, d.get("include_paths", ()))),
+        cmake_prefix_path=d.get("cmake_prefix_path", ""),
+        nvidia_include=tuple(map(Path, d["nvidia_include"])),
+        nvidia_lib=tuple(map(Path, d["nvidia_lib"])),
+        torch_error=d.get("torch_error", ""),
+    )
