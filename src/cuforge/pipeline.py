@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import sources, venv
+from . import sources, syslibs, venv
 from .arches import ArchList
 from .build import BuildJob, steps_for
 from .combos import Combo
@@ -158,11 +158,12 @@ def _produce_wheel(project: Project, req: BuildRequest, combo: Combo, env: venv.
         for step in steps_for(job):
             run(step, log=log, stream=req.verbose)
         return _single_wheel(staging, recipe), "prebuilt"
+    syslibs.require_headers(recipe)
     src = sources.fetch(recipe.source, project_root=project.root,
                         cache_dir=project.state_dir / "cache", dest=work / "src")
     _apply_patches(project, recipe, src)
     job = BuildJob(recipe, env.python, src, staging, work / "build", archs or combo.arches,
-                   job_env, req.verbose)
+                   job_env, req.verbose, project.root / "native" / "cmake")
     for step in steps_for(job):
         run(step, log=log, stream=req.verbose)
     return _single_wheel(staging, recipe), "compiled"
@@ -283,7 +284,8 @@ def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
                 out.print(f"# apply patch set patches/{p}")
         job = BuildJob(recipe, env.python, work / "src", work / "dist", work / "build",
                        archs or combo.arches, _job_env(env, recipe, archs or combo.arches,
-                                                       req.jobs), req.verbose)
+                                                       req.jobs), req.verbose,
+                       project.root / "native" / "cmake")
         for step in steps_for(job):
             out.print(step.render(), markup=False)
         out.print(f"# then: verify (abi, symbols, fatbin, import, smoke) and publish into {house}")

@@ -56,6 +56,14 @@ class ArchRule:
 
 
 @dataclass(frozen=True)
+class SystemHeader:
+    """A header the build needs from the system, and the package that provides it."""
+
+    header: str            # e.g. "google/dense_hash_map"
+    debian: str            # e.g. "libsparsehash-dev"
+
+
+@dataclass(frozen=True)
 class Recipe:
     name: str
     kind: str
@@ -69,6 +77,7 @@ class Recipe:
     prebuilt: tuple[str, ...] = ()         # requirement strings to try as wheels first
     prebuilt_find_links: str = ""
     pip_args: tuple[str, ...] = ()
+    system_headers: tuple[SystemHeader, ...] = ()
     file: Path | None = None
 
 
@@ -121,6 +130,8 @@ def parse_recipe(path: Path) -> Recipe:
         prebuilt=tuple(prebuilt.get("requirements", ())),
         prebuilt_find_links=prebuilt.get("find_links", ""),
         pip_args=tuple(data.get("pip_args", ())),
+        system_headers=tuple(SystemHeader(r["header"], r.get("debian", "?"))
+                             for r in data.get("requires", ())),
         file=path,
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,10 @@ def nvcc_version(nvcc: Path) -> Version:
 
 def toolkit_root_of(nvcc: Path) -> Path:
     """The directory holding ``include/cuda_runtime.h`` for this nvcc (which may be a wrapper)."""
-    out = capture([str(nvcc), "--dryrun", "-v", "cuforge-probe.cu"], error=ToolchainError)
+    # --dryrun prints the driver's variables on stderr; the input file need not exist.
+    proc = subprocess.run([str(nvcc), "--dryrun", "-v", "cuforge-probe.cu"], capture_output=True,
+                          text=True)
+    out = proc.stdout + proc.stderr
     here = re.search(r"^#\$ _HERE_=(.*)$", out, re.M)
     candidates = [Path(here[1]).parent] if here else []
     candidates.append(nvcc.resolve().parent.parent)

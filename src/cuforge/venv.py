@@ -159,7 +159,8 @@ def find_uv() -> str:
 
 def find_python(version: str) -> Path:
     """Python ``version`` from PATH, pyenv, or uv's managed Pythons, in that order."""
-    if found := shutil.which(f"python{version}"):
+    found = shutil.which(f"python{version}")
+    if found and "/shims/" not in found:   # pyenv shims fail for versions not selected
         return Path(found)
     pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
     for candidate in sorted(glob.glob(str(pyenv_root / "versions" / f"{version}.*" / "bin" /

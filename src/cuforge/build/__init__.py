@@ -24,6 +24,7 @@ class BuildJob:
     archs: ArchList        # after the recipe's arch mapping
     env: tuple[tuple[str, str], ...]
     verbose: bool = False
+    cmake_dir: Path | None = None   # native/cmake: shared CMake modules for our projects
 
 
 KINDS: dict[str, ModuleType] = {"setuptools": setuptools, "cmake": cmake, "prebuilt": prebuilt}

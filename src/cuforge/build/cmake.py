@@ -14,6 +14,7 @@ def steps(job) -> list[Step]:
         "build-dir": str(job.build_dir),
         "cmake.define.CMAKE_CUDA_ARCHITECTURES": job.archs.cmake(),
         "cmake.build-type": "Release",
+        "cmake.define.CUFORGE_CMAKE_DIR": str(job.cmake_dir),
     }
     if job.verbose:
         settings["build.verbose"] = "true"

@@ -1,0 +1,54 @@
+"""nox sessions: one ``build-<python>-<accel>`` per combo in envs/, plus ``tests``.
+
+Sessions only declare; the machinery is the ``cuforge`` package. Each session installs cuforge
+into its own small venv, and cuforge then creates (once) and reuses the combo's uv venv with
+torch and the CUDA toolchain under ``.cuforge/envs/``.
+
+    nox -l
+    nox -s build-3.12-cu130 -- --only simple-knn --cuda-arch "12.0;12.1+PTX" -v
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests"]
+ROOT = Path(__file__).parent
+
+
+def _combo_ids() -> list[str]:
+    """Read envs/combos.toml directly: the session list must not need cuforge installed."""
+    data = tomllib.loads((ROOT / "envs" / "combos.toml").read_text())
+    return [c.get("name") or f"{c['python']}-{c['accel']}" for c in data.get("combo", [])]
+
+
+def _make_build_session(combo_id: str) -> None:
+    def build(session: nox.Session) -> None:
+        session.install("-e", ".")
+        session.run("cuforge", "build", "--combo", combo_id, *session.posargs)
+
+    build.__doc__ = f"Build, verify and publish the wheels of combo {combo_id}."
+    nox.session(name=f"build-{combo_id}")(build)
+
+
+for _id in _combo_ids():
+    _make_build_session(_id)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit and integration tests (one real CUDA build of the demo for 3.11-cu130)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Speed/memory ratios measured side by side (nvcc -t, jobs): prints a table."""
+    session.install("-e", ".")
+    session.run("python", "bench/build_speed.py", *session.posargs)

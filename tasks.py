@@ -1,0 +1,85 @@
+"""invoke tasks for the workstation: build, matrix, shell, verify, doctor, patch-milo,
+patch-pointcept, setup. Each is a thin call into the ``cuforge`` CLI."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from invoke import task
+
+
+def _cuforge(c, *args: str, pty: bool = False) -> None:
+    c.run(shlex.join([sys.executable, "-m", "cuforge", *args]), pty=pty)
+
+
+def _flag(name: str, value) -> list[str]:
+    if value in (None, "", False):
+        return []
+    return [name] if value is True else [name, str(value)]
+
+
+@task(help={"python": "combo python, e.g. 3.12", "accel": "cu128 | cu129 | cu130",
+            "only": "comma-separated packages", "cuda_arch": 'e.g. "12.0;12.1+PTX"',
+            "src": "NAME=PATH: build NAME from a local checkout"}, iterable=["src"])
+def build(c, python="3.11", accel="cu130", combo="", only="", cuda_arch="", torch="", jobs=0,
+          verbose=False, dry_run=False, keep_going=False, src=None, interpreter="",
+          force_source=False, arch_policy=""):
+    """Build, verify and publish wheels for one combo (same as `nox -s build-<py>-<accel>`)."""
+    args = ["build", "--python", python, "--accel", accel]
+    args += _flag("--combo", combo) + _flag("--only", only) + _flag("--cuda-arch", cuda_arch)
+    args += _flag("--torch", torch) + _flag("--jobs", jobs or "") + _flag("-v", verbose)
+    args += _flag("--dry-run", dry_run) + _flag("--keep-going", keep_going)
+    args += _flag("--interpreter", interpreter) + _flag("--force-source", force_source)
+    args += _flag("--arch-policy", arch_policy)
+    for item in src or []:
+        args += ["--src", item]
+    _cuforge(c, *args)
+
+
+@task
+def matrix(c):
+    """Print every combo: torch, CUDA toolkit, default arches, packages in build order."""
+    _cuforge(c, "matrix")
+
+
+@task
+def shell(c, python="3.11", accel="cu130", combo=""):
+    """Open a shell in a combo's env with the build environment set."""
+    _cuforge(c, "shell", "--python", python, "--accel", accel, *_flag("--combo", combo), pty=True)
+
+
+@task(help={"path": "a wheelhouse directory or wheel files", "json": "machine-readable output"})
+def verify(c, path, python="3.11", accel="cu130", combo="", cuda_arch="", json=False,
+           interpreter=""):
+    """Re-run all checks (ABI, symbols, fatbin, import, smoke) on wheels, against a combo."""
+    _cuforge(c, "verify", *path.split(","), "--python", python, "--accel", accel,
+             *_flag("--combo", combo), *_flag("--cuda-arch", cuda_arch), *_flag("--json", json),
+             *_flag("--interpreter", interpreter))
+
+
+@task
+def doctor(c):
+    """Check the machine: Pythons, uv, compilers, CUDA toolkits, system headers."""
+    _cuforge(c, "doctor")
+
+
+@task
+def setup(c, python="3.11", accel="cu130", combo=""):
+    """Create (or reuse) a combo's env without building anything."""
+    _cuforge(c, "shell", "--python", python, "--accel", accel, *_flag("--combo", combo),
+             "--print-env")
+
+
+@task(name="patch-milo", help={"milo": "path to a MILo checkout"})
+def patch_milo(c, milo, check=False, revert=False, dry_run=False):
+    """Apply cuforge's runtime patches to a MILo checkout (idempotent; --check, --revert)."""
+    _cuforge(c, "patch", "milo", milo, *_flag("--check", check), *_flag("--revert", revert),
+             *_flag("--dry-run", dry_run))
+
+
+@task(name="patch-pointcept", help={"pointcept": "path to a Pointcept checkout"})
+def patch_pointcept(c, pointcept, check=False, revert=False, dry_run=False):
+    """Apply cuforge's runtime patches to a Pointcept checkout (NumPy 2, spconv algo switch)."""
+    _cuforge(c, "patch", "pointcept", pointcept, *_flag("--check", check),
+             *_flag("--revert", revert), *_flag("--dry-run", dry_run))

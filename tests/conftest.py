@@ -1,0 +1,33 @@
+"""Shared test set-up.
+
+Tests that need an interpreter with torch use ``$CUFORGE_TEST_TORCH_PYTHON``. When it is unset,
+the session creates (once; later runs reuse it) the 3.11-cu130 combo env through cuforge itself
+and points the variable there, so a fresh clone needs nothing installed by hand.
+Set ``CUFORGE_TEST_NO_ENV=1`` to skip that (torch-dependent tests then skip).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_COMBO = "3.11-cu130"
+
+
+def pytest_sessionstart(session) -> None:
+    if os.environ.get("CUFORGE_TEST_TORCH_PYTHON") or os.environ.get("CUFORGE_TEST_NO_ENV"):
+        return
+    from cuforge.combos import select_combo
+    from cuforge.project import find_project
+    from cuforge.venv import prepare
+
+    project = find_project(ROOT)
+    combo = select_combo(project, name=TEST_COMBO)
+    env = prepare(project.state_dir, combo, log=project.state_dir / "logs" / "tests-env.log")
+    os.environ["CUFORGE_TEST_TORCH_PYTHON"] = str(env.python)
+
+
+def torch_python() -> Path | None:
+    env = os.environ.get("CUFORGE_TEST_TORCH_PYTHON")
+    return Path(env) if env else None

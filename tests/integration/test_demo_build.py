@@ -1,0 +1,104 @@
+"""The embedded default really built, end to end, for the 3.11-cu130 combo (slow: creates the
+combo env on a fresh machine, ~30 s compile on 2 cores)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COMBO_DIR = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
+pytestmark = pytest.mark.slow
+
+
+def cuforge(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cuforge", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    wh = tmp_path_factory.mktemp("wheelhouse")
+    env = {**os.environ, "CUFORGE_WHEELHOUSE": str(wh), "COLUMNS": "200"}
+    first = cuforge("build", "--combo", "3.11-cu130", env=env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    return wh, env, first
+
+
+def test_wheel_lands_in_the_combo_directory_with_a_manifest(built):
+    wh, _, _ = built
+    wheels = list((wh / COMBO_DIR).glob("cuforge_demo-*.whl"))
+    assert len(wheels) == 1
+    entry = json.loads((wh / COMBO_DIR / "manifest.jsonl").read_text().splitlines()[-1])
+    assert entry["package"] == "cuforge-demo" and entry["status"] == "compiled"
+    assert entry["arches_embedded"] == {"sass": ["120", "121"], "ptx": ["121"]}
+    assert entry["arches_requested"] == "12.0;12.1+PTX"
+    assert entry["torch"] == "2.14.1" and entry["python"] == "3.11" and entry["cuda"] == "13.0"
+    assert entry["source"] == "native/demo" and Path(entry["log"]).is_file()
+    assert entry["checks"]["import"].startswith("pass")
+    assert entry["checks"]["smoke"].startswith("skipped")      # no GPU here: never "pass"
+    assert "compiled" in (wh / COMBO_DIR / "manifest.txt").read_text()
+
+
+def test_so_holds_exactly_the_requested_sass_and_ptx(built, tmp_path):
+    """Read independently of cuforge, with cuobjdump from the nvidia-cuda-cuobjdump wheel."""
+    wh, _, _ = built
+    wheel = next((wh / COMBO_DIR).glob("cuforge_demo-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        so = next(n for n in zf.namelist() if n.endswith(".so"))
+        zf.extract(so, tmp_path)
+    cuobjdump = next((ROOT / ".cuforge" / "envs").glob("3.11-cu130-*/cuda/bin/cuobjdump"))
+    out = subprocess.run([str(cuobjdump), "--list-elf", "--list-ptx", str(tmp_path / so)],
+                         capture_output=True, text=True, check=True).stdout
+    sass = sorted(l.rsplit(".", 2)[-2] for l in out.splitlines() if l.startswith("ELF"))
+    ptx = sorted(l.rsplit(".", 2)[-2] for l in out.splitlines() if l.startswith("PTX"))
+    assert sass == ["sm_120", "sm_121"]
+    assert ptx == ["sm_121"]
+
+
+def test_wheel_imports_on_this_gpu_less_machine(built, tmp_path):
+    wh, _, _ = built
+    wheel = next((wh / COMBO_DIR).glob("cuforge_demo-*.whl"))
+    python = next((ROOT / ".cuforge" / "envs").glob("3.11-cu130-*/bin/python"))
+    target = tmp_path / "site"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(target), str(wheel)], check=True)
+    out = subprocess.run([str(python), "-c", "import cuforge_demo; print(cuforge_demo.sumsq.__doc__)"],
+                         env={**os.environ, "PYTHONPATH": str(target)}, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert "sum of squares" in out.stdout
+
+
+def test_second_build_reuses_the_env_and_installs_nothing(built):
+    wh, env, _ = built
+    env_log = next((ROOT / ".cuforge" / "logs").glob("3.11-cu130-*/env.log"))
+    before = env_log.stat().st_size if env_log.exists() else 0
+    second = cuforge("build", "--combo", "3.11-cu130", env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "env reused" in second.stderr
+    assert (env_log.stat().st_size if env_log.exists() else 0) == before   # no uv call ran
+    lines = (wh / COMBO_DIR / "manifest.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and len(list((wh / COMBO_DIR).glob("*.whl"))) == 1
+
+
+def test_dry_run_prints_commands_and_env_and_builds_nothing(built, tmp_path):
+    _, env, _ = built
+    env = {**env, "CUFORGE_WHEELHOUSE": str(tmp_path / "wh")}
+    out = cuforge("build", "--combo", "3.11-cu130", "--dry-run", "--cuda-arch", "9.0;12.0+PTX",
+                  env=env)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "export TORCH_CUDA_ARCH_LIST='9.0;12.0+PTX'" in text
+    assert "export CUDAARCHS='90-real;120'" in text
+    assert "export CUDA_HOME=" in text and "export NVCC_APPEND_FLAGS='-t " in text
+    assert "pip wheel --no-build-isolation" in text
+    assert "cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real;120" in text
+    assert not (tmp_path / "wh").exists()

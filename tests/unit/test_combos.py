@@ -1,0 +1,47 @@
+import subprocess
+import sys
+
+import pytest
+
+from cuforge.combos import load_combos, select_combo, with_overrides
+from cuforge.errors import ConfigError
+from cuforge.project import find_project
+
+
+def test_declared_combos_and_defaults():
+    combos = {c.id: c for c in load_combos(find_project())}
+    assert {"3.11-cu130", "3.12-cu130", "3.12-cu128", "3.12-cu129"} <= set(combos)
+    assert combos["3.12-cu128"].arches.torch() == "12.0+PTX"
+    assert combos["3.12-cu130"].arches.torch() == "12.0;12.1+PTX"
+    assert combos["3.11-cu130"].env_id == "3.11-cu130-torch2.14.1"
+
+
+def test_override_is_validated_against_the_combo_cuda():
+    combo = select_combo(find_project(), python="3.12", accel="cu128")
+    with pytest.raises(ConfigError, match="needs CUDA >= 12.9"):
+        with_overrides(combo, arches="12.1")
+
+
+def test_unknown_combo_names_the_fix():
+    with pytest.raises(ConfigError, match="no combo '3.9-cu130'"):
+        select_combo(find_project(), python="3.9", accel="cu130")
+
+
+@pytest.mark.parametrize("arch,code,needle", [
+    ("12.1+PTXX", 2, "bad CUDA arch"),
+    ("sm121", 2, "bad CUDA arch"),
+    ("12.1", 2, "needs CUDA >= 12.9"),
+    ("6.1", 2, "can no longer compile"),
+])
+def test_cli_arch_errors_are_one_message_without_traceback(arch, code, needle, tmp_path):
+    accel = "cu128" if arch == "12.1" else "cu130"
+    proc = subprocess.run([sys.executable, "-m", "cuforge", "build", "--python", "3.12",
+                           "--accel", accel, "--cuda-arch", arch, "--dry-run"],
+                          capture_output=True, text=True,
+                          env={"CUFORGE_WHEELHOUSE": str(tmp_path / "wh"),
+                               "PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    assert proc.returncode == code
+    assert needle in proc.stderr
+    assert "fix:" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "wh").exists()

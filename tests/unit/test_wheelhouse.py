@@ -1,0 +1,71 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
+
+
+def _wheel(path: Path, payload: bytes) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("pkg/__init__.py", payload)
+    return path
+
+
+def test_publish_writes_wheel_jsonl_and_table(tmp_path):
+    house = Wheelhouse(tmp_path / "wh")
+    wheel = _wheel(tmp_path / "demo-0.1-cp311-cp311-linux_x86_64.whl", b"x = 1\n")
+    house.publish(wheel, Entry(package="demo", status="compiled", version="0.1", wheel=wheel.name,
+                               wheel_sha256=sha256_of(wheel),
+                               arches_embedded={"sass": ["120", "121"], "ptx": ["121"]}))
+    house.publish(None, Entry(package="flash-attn", status="skipped", reason="no arch"))
+    assert (tmp_path / "wh" / wheel.name).read_bytes() == wheel.read_bytes()
+    lines = [json.loads(l) for l in (tmp_path / "wh" / "manifest.jsonl").read_text().splitlines()]
+    assert [l["status"] for l in lines] == ["compiled", "skipped"]
+    assert lines[0]["arches_embedded"] == {"sass": ["120", "121"], "ptx": ["121"]}
+    table = (tmp_path / "wh" / "manifest.txt").read_text()
+    assert "compiled  demo" in table and "skipped   flash-attn" in table and "no arch" in table
+    assert not [p for p in (tmp_path / "wh").iterdir() if p.name.startswith(".incoming")]
+
+
+WRITER = r"""
+import sys, zipfile
+from pathlib import Path
+from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
+house = Wheelhouse(Path(sys.argv[1]))
+tag = sys.argv[2]
+for i in range(100000):
+    w = Path(sys.argv[3]) / f"pkg{tag}-{i % 3}.0-py3-none-any.whl"
+    with zipfile.ZipFile(w, "w") as zf:
+        zf.writestr("a.py", "x" * (200000 + i))   # big enough that copies take a while
+    house.publish(w, Entry(package=f"pkg{tag}", status="compiled", wheel=w.name,
+                           wheel_sha256=sha256_of(w), reason="r" * 5000))
+"""
+
+
+def test_concurrent_and_killed_writers_leave_only_whole_lines_and_wheels(tmp_path):
+    """Two writers publish concurrently and are SIGKILLed mid-stream: every manifest line
+    parses, and every wheel in the wheelhouse is complete (its zip reads)."""
+    wh = tmp_path / "wh"
+    procs = []
+    for tag in ("a", "b"):
+        scratch = tmp_path / tag
+        scratch.mkdir()
+        procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(wh), tag, str(scratch)]))
+    time.sleep(3)
+    for p in procs:
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    lines = (wh / "manifest.jsonl").read_text().splitlines()
+    assert len(lines) > 4
+    for line in lines:
+        json.loads(line)   # no torn or interleaved line
+    for wheel in wh.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as zf:
+            assert zf.testzip() is None
+    latest = Wheelhouse(wh).latest()
+    assert set(latest) == {"pkga", "pkgb"}
