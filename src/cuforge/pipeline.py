@@ -180,12 +180,12 @@ def _apply_patches(project: Project, recipe: Recipe, src: Path) -> None:
 
 def _verify(project: Project, req: BuildRequest, env: venv.ComboEnv, recipe: Recipe,
             wheel: Path, archs: ArchList) -> tuple[dict[str, str], dict[str, list[str]]]:
-    from .verify import embedded_arches, verify_wheel   # the verification layer
+    from .verify import verify_wheel   # the verification layer
     ctx = verify_context(env, archs)
     smoke = None if req.skip_smoke else smoke_script(project, recipe)
     report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))
-    checks = {r.check: f"{r.status}: {r.detail}" if r.detail else r.status
-              for r in report.results}
+    checks = {r.check: r.detail if r.detail.startswith(r.status) else
+              f"{r.status}: {r.detail}" if r.detail else r.status for r in report.results}
     if not report.ok:
         bad = "; ".join(f"{r.check}: {r.detail}" for r in report.results if r.status == "fail")
         raise VerifyError(f"{wheel.name} failed verification: {bad}",
@@ -313,3 +313,22 @@ def _find_python_or_name(version: str) -> Path | str:
         return venv.find_python(version)
     except CuforgeError:
         return f"python{version}"
+
+
+def embedded_arches(wheel: Path) -> dict[str, list[str]]:
+    """SASS and PTX arch numbers embedded in all ``.so`` files of ``wheel``, read from their
+    ``.nv_fatbin`` sections (what is really there, not what was requested)."""
+    import tempfile
+
+    from .verify.elf import shared_objects
+    from .verify.fatbin import read_fatbin
+    from .verify.wheel import unpack
+    sass: set = set()
+    ptx: set = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = unpack(wheel, Path(tmp))
+        for so in shared_objects(root):
+            for container in read_fatbin(so) or []:
+                sass.update(container.sass)
+                ptx.update(container.ptx)
+    return {"sass": [a.number for a in sorted(sass)], "ptx": [a.number for a in sorted(ptx)]}
