@@ -1,0 +1,57 @@
+"""The CLI hook: ``cuforge patch milo PATH`` and ``invoke patch-milo`` call this."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from cuforge.errors import ConfigError, PatchError
+from cuforge.patching.engine import apply as run_apply
+from cuforge.patching.engine import check as run_check
+from cuforge.patching.engine import revert as run_revert
+from cuforge.patching.manifest import load_patch_set
+from cuforge.patching.model import PatchSet, Status
+from cuforge.patching.report import render, summary
+
+
+def run_patch_command(
+    set_name: str,
+    root: Path,
+    *,
+    check: bool,
+    revert: bool,
+    dry_run: bool,
+    patches_dir: Path | None = None,
+    console: Console | None = None,
+) -> int:
+    """Apply (default), check or revert patch set ``set_name`` on the tree at ``root``.
+
+    Prints the table and a one-line summary and returns 0. Drift raises PatchError (after the
+    table, for ``--check``), so the CLI boundary prints it with the patch-error exit code.
+    """
+    if check and revert:
+        raise ConfigError("--check and --revert exclude each other")
+    out = console or Console()
+    ps = load_patch_set(set_name, patches_dir)
+    if check:
+        return _check(ps, root, out)
+    results = (run_revert if revert else run_apply)(ps, root, dry_run=dry_run)
+    out.print(render(results, title=f"{ps.name}: {root}" + (" (dry run)" if dry_run else "")))
+    out.print(summary(results, "reverted" if revert else "applied"))
+    return 0
+
+
+def _check(ps: PatchSet, root: Path, out: Console) -> int:
+    """Print the per-patch state; raise PatchError if any patch drifted."""
+    results = run_check(ps, root)
+    out.print(render(results, title=f"{ps.name}: {root} (check)"))
+    out.print(summary(results, "check"))
+    drifted = [r for r in results if r.status is Status.DRIFTED]
+    if drifted:
+        raise PatchError(
+            f"{len(drifted)} patch(es) of {ps.name!r} drifted in {root}: "
+            + ", ".join(f"{r.file} [{r.patch_id}]" for r in drifted),
+            hint="see the table above; run apply to get the expected snippets",
+        )
+    return 0

@@ -1,0 +1,199 @@
+"""apply / check / revert: the three operations on a patch set and a tree.
+
+All three read every target file first and decide everything before writing anything. If any
+patch has drifted (neither its original nor its patched text is in the file), nothing is written
+and a :class:`~cuforge.errors.PatchError` names each drifted file and what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuforge.errors import PatchError
+from cuforge.patching.model import Patch, PatchResult, PatchSet, Probe, Status
+from cuforge.patching.store import BackupStore, FileRecord, commit, read_bytes, sha256
+
+_ENCODING = "utf-8"
+_ERRORS = "surrogateescape"  # odd bytes survive a decode/encode round trip unchanged
+
+
+def _decode(data: bytes | None) -> str | None:
+    return None if data is None else data.decode(_ENCODING, _ERRORS)
+
+
+def _encode(text: str | None) -> bytes | None:
+    return None if text is None else text.encode(_ENCODING, _ERRORS)
+
+
+def _probe(patch: Patch, text: str | None) -> Probe:
+    """Probe one patch; an optional patch whose target is absent is *not needed*, not drifted."""
+    probe = patch.op.probe(text)
+    if patch.optional and probe.status is Status.DRIFTED:
+        return Probe(Status.NOT_NEEDED, f"optional, target not found: {probe.detail}")
+    return probe
+
+
+def _result(ps: PatchSet, patch: Patch, probe: Probe, action: str) -> PatchResult:
+    return PatchResult(
+        set_name=ps.name,
+        patch_id=patch.id,
+        file=patch.file,
+        kind=patch.kind,
+        status=probe.status,
+        action=action,
+        detail=probe.detail,
+        why=patch.why,
+    )
+
+
+@dataclass
+class _Tree:
+    """A snapshot of the target files of one patch set in one tree."""
+
+    root: Path
+    before: dict[str, bytes | None]
+
+    @classmethod
+    def read(cls, ps: PatchSet, root: Path | str) -> _Tree:
+        path = Path(root).resolve()
+        if not path.is_dir():
+            raise PatchError(f"{path} is not a directory", hint="pass the root of the checkout")
+        return cls(path, {f: read_bytes(path / f) for f in ps.files()})
+
+    def text(self, file: str) -> str | None:
+        return _decode(self.before[file])
+
+
+def _raise_on_drift(ps: PatchSet, tree: _Tree, probes: list[tuple[Patch, Probe]]) -> None:
+    """Raise one PatchError listing every drifted patch: file, reason and expected text."""
+    drifted = [(p, pr) for p, pr in probes if pr.status is Status.DRIFTED]
+    if not drifted:
+        return
+    lines = [
+        f"patch set {ps.name!r} does not match {tree.root}; nothing was written.",
+        *(
+            f"  - {p.file} [{p.id}]: {pr.detail}\n    expected {p.op.expected()}"
+            for p, pr in drifted
+        ),
+    ]
+    raise PatchError(
+        "\n".join(lines),
+        hint="the upstream files changed: check the pinned commit, or update the patch set",
+    )
+
+
+def check(ps: PatchSet, root: Path | str) -> list[PatchResult]:
+    """Report, per patch, whether it is applied, not applied, drifted or not needed."""
+    tree = _Tree.read(ps, root)
+    return [_result(ps, p, _probe(p, tree.text(p.file)), "") for p in ps.patches]
+
+
+def _forward_file(patches: list[Patch], text: str | None) -> str | None:
+    """Apply the not-applied patches of one file in order, verifying each recognises its result."""
+    for patch in patches:
+        if _probe(patch, text).status is not Status.NOT_APPLIED:
+            continue
+        text = patch.op.forward(text)
+        after = _probe(patch, text)
+        if after.status is not Status.APPLIED:
+            raise PatchError(
+                f"internal: patch {patch.id!r} does not recognise its own result in {patch.file} "
+                f"({after.status.value}: {after.detail}); nothing was written"
+            )
+    return text
+
+
+def apply(ps: PatchSet, root: Path | str, dry_run: bool = False) -> list[PatchResult]:
+    """Apply every not-yet-applied patch; a second apply changes nothing and says so."""
+    tree = _Tree.read(ps, root)
+    probes = [(p, _probe(p, tree.text(p.file))) for p in ps.patches]
+    _raise_on_drift(ps, tree, probes)
+
+    after: dict[str, bytes | None] = {}
+    for file in ps.files():
+        new = _forward_file([p for p in ps.patches if p.file == file], tree.text(file))
+        after[file] = _encode(new)
+    changed = {f: data for f, data in after.items() if data != tree.before[f]}
+
+    if changed and not dry_run:
+        commit(_apply_changes(ps, tree, changed))
+
+    verb = "would apply" if dry_run else "applied"
+    actions = {
+        Status.APPLIED: "already applied",
+        Status.NOT_APPLIED: verb,
+        Status.NOT_NEEDED: "nothing to do",
+    }
+    return [_result(ps, p, pr, actions[pr.status]) for p, pr in probes]
+
+
+def _apply_changes(ps: PatchSet, tree: _Tree, changed: dict[str, bytes | None]) -> dict:
+    """The writes of an apply: originals into the store first, then the files, then the state."""
+    store = BackupStore(tree.root, ps.name)
+    records = store.load()
+    writes: dict[Path, bytes | None] = {}
+    for file, data in changed.items():
+        assert data is not None  # apply never deletes
+        record = records.get(file)
+        if record is None:
+            original = tree.before[file]
+            if original is not None:
+                writes[store.original_path(file)] = original
+            records[file] = FileRecord(sha256(original), sha256(data) or "")
+        else:  # patched before (e.g. a set that grew): keep the first original
+            record.patched_sha256 = sha256(data) or ""
+        writes[tree.root / file] = data
+    writes[store.ignore_file()] = b"*\n"
+    writes[store.state_path] = store.state_bytes(records)
+    return writes
+
+
+def _reverse_text(patches: list[Patch], text: str | None, file: str) -> str | None:
+    """Undo the applied patches of one file textually, last applied first."""
+    for patch in reversed(patches):
+        if text is None or _probe(patch, text).status is not Status.APPLIED:
+            continue
+        text = patch.op.reverse(text)
+    return text
+
+
+def revert(ps: PatchSet, root: Path | str, dry_run: bool = False) -> list[PatchResult]:
+    """Undo the set: restore the original bytes from the backup store, or reverse the edits."""
+    tree = _Tree.read(ps, root)
+    store = BackupStore(tree.root, ps.name)
+    records = store.load()
+    probes = [(p, _probe(p, tree.text(p.file))) for p in ps.patches]
+
+    after: dict[str, bytes | None] = {}
+    textual: list[str] = []
+    for file in ps.files():
+        record, current = records.get(file), tree.before[file]
+        if record is not None and sha256(current) == record.patched_sha256:
+            after[file] = store.original(file) if record.original_sha256 else None
+        elif record is not None and sha256(current) == record.original_sha256:
+            after[file] = current
+        else:
+            textual.append(file)
+    _raise_on_drift(ps, tree, [(p, pr) for p, pr in probes if p.file in textual])
+    for file in textual:
+        patches = [p for p in ps.patches if p.file == file]
+        after[file] = _encode(_reverse_text(patches, tree.text(file), file))
+
+    changed = {f: data for f, data in after.items() if data != tree.before[f]}
+    stale = [f for f in ps.files() if f in records]
+    if (changed or stale) and not dry_run:
+        writes: dict[Path, bytes | None] = {tree.root / f: d for f, d in changed.items()}
+        for file in stale:
+            writes[store.original_path(file)] = None
+            del records[file]
+        writes[store.state_path] = store.state_bytes(records)
+        commit(writes)
+        store.prune()
+
+    verb = "would revert" if dry_run else "reverted"
+    results = []
+    for patch, probe in probes:
+        touched = patch.file in changed and probe.status is Status.APPLIED
+        results.append(_result(ps, patch, probe, verb if touched else "nothing to do"))
+    return results

@@ -1,0 +1,185 @@
+"""Text operations: exact-snippet replacement, include insertion and new files.
+
+Every operation is anchored by content, never by line numbers, and leaves a recognisable result
+(a ``cuforge:`` marker comment or the new text itself), so that one look at a file says whether
+the patch is applied, not applied, or drifted (neither the original nor the patched text is
+there). Snippets are written with ``\\n`` line ends in the manifest and matched in the file's own
+line-end style, so a CRLF checkout patches like an LF one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cuforge.errors import PatchError
+from cuforge.patching.model import Probe, Status
+
+
+def newline_of(text: str) -> str:
+    """The line end a file uses: ``"\\r\\n"`` when it has any CRLF, else ``"\\n"``.
+
+    >>> newline_of("a\\r\\nb\\r\\n")
+    '\\r\\n'
+    """
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def in_style(snippet: str, text: str) -> str:
+    """Rewrite ``snippet``'s ``\\n`` line ends into the line-end style of ``text``."""
+    newline = newline_of(text)
+    return snippet if newline == "\n" else snippet.replace("\n", newline)
+
+
+def _quote(snippet: str) -> str:
+    """Indent a snippet for a multi-line message."""
+    return "\n".join("      | " + line for line in snippet.splitlines())
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One accepted upstream spelling of a snippet and what it becomes."""
+
+    find: str
+    replace: str
+
+
+@dataclass(frozen=True)
+class ReplaceText:
+    """Replace one exact snippet (which must occur exactly once) by another.
+
+    Several variants cover upstream copies that differ in spacing; exactly one of them must match.
+    ``fixed_if`` names a snippet whose presence means upstream already carries an equivalent fix.
+    """
+
+    variants: tuple[Variant, ...]
+    fixed_if: str | None = None
+    kind: str = "replace_text"
+
+    def probe(self, text: str | None) -> Probe:
+        if text is None:
+            return Probe(Status.DRIFTED, "the file does not exist")
+        for variant in self.variants:
+            count = text.count(in_style(variant.replace, text))
+            if count == 1:
+                return Probe(Status.APPLIED)
+            if count > 1:
+                return Probe(Status.DRIFTED, f"the patched text occurs {count} times; expected once")
+        found = [(v, text.count(in_style(v.find, text))) for v in self.variants]
+        matching = [(v, n) for v, n in found if n]
+        if len(matching) == 1 and matching[0][1] == 1:
+            return Probe(Status.NOT_APPLIED)
+        if matching:
+            total = sum(n for _, n in matching)
+            return Probe(Status.DRIFTED, f"the snippet occurs {total} times; cuforge needs exactly one")
+        if self.fixed_if is not None and in_style(self.fixed_if, text) in text:
+            return Probe(Status.NOT_NEEDED, f"upstream already has {self.fixed_if.strip()!r}")
+        return Probe(Status.DRIFTED, "neither the original nor the patched snippet is there")
+
+    def _variant_found(self, text: str, attr: str) -> Variant:
+        for variant in self.variants:
+            if in_style(getattr(variant, attr), text) in text:
+                return variant
+        raise PatchError(f"internal: no variant of {self.expected()} found")
+
+    def forward(self, text: str | None) -> str:
+        assert text is not None
+        variant = self._variant_found(text, "find")
+        return text.replace(in_style(variant.find, text), in_style(variant.replace, text), 1)
+
+    def reverse(self, text: str) -> str | None:
+        variant = self._variant_found(text, "replace")
+        return text.replace(in_style(variant.replace, text), in_style(variant.find, text), 1)
+
+    def expected(self) -> str:
+        if len(self.variants) == 1:
+            return "the snippet:\n" + _quote(self.variants[0].find)
+        return "one of the snippets:\n" + "\n      or\n".join(_quote(v.find) for v in self.variants)
+
+
+def _bare(line: str) -> str:
+    """A line without its line end and surrounding blanks, for content comparisons."""
+    return line.strip()
+
+
+@dataclass(frozen=True)
+class InsertInclude:
+    """Insert an ``#include`` line at the top of a file or after a line with given content.
+
+    The inserted line carries a ``// cuforge:`` marker, so cuforge can tell its own line from one
+    upstream already has (then the patch is *not needed* and a revert leaves it alone).
+    """
+
+    include: str
+    note: str
+    after: str | None = None  # None: at the very top of the file
+    kind: str = "insert_include"
+
+    @property
+    def line(self) -> str:
+        return f"{self.include}  // cuforge: {self.note}"
+
+    def probe(self, text: str | None) -> Probe:
+        if text is None:
+            return Probe(Status.DRIFTED, "the file does not exist")
+        lines = [_bare(line) for line in text.splitlines()]
+        if lines.count(self.line) == 1:
+            return Probe(Status.APPLIED)
+        if any(line.startswith(self.include) for line in lines):
+            return Probe(Status.NOT_NEEDED, f"upstream already has {self.include!r}")
+        if self.after is None:
+            return Probe(Status.NOT_APPLIED)
+        anchors = lines.count(_bare(self.after))
+        if anchors == 1:
+            return Probe(Status.NOT_APPLIED)
+        if anchors == 0:
+            return Probe(Status.DRIFTED, f"the anchor line {self.after!r} is not there")
+        return Probe(Status.DRIFTED, f"the anchor line {self.after!r} occurs {anchors} times")
+
+    def forward(self, text: str | None) -> str:
+        assert text is not None
+        newline = newline_of(text)
+        lines = text.splitlines(keepends=True)
+        index = 0
+        if self.after is not None:
+            index = next(i for i, line in enumerate(lines) if _bare(line) == _bare(self.after)) + 1
+            if not lines[index - 1].endswith(("\n", "\r")):
+                lines[index - 1] += newline  # the anchor was the last line, without a line end
+        lines.insert(index, self.line + newline)
+        return "".join(lines)
+
+    def reverse(self, text: str) -> str | None:
+        lines = text.splitlines(keepends=True)
+        kept = [line for line in lines if _bare(line) != self.line]
+        if len(kept) != len(lines) - 1:
+            raise PatchError(f"internal: expected the line {self.line!r} exactly once")
+        return "".join(kept)
+
+    def expected(self) -> str:
+        where = "at the top" if self.after is None else f"after the line {self.after!r}"
+        return f"a place to insert {self.include!r} {where}"
+
+
+@dataclass(frozen=True)
+class InsertFile:
+    """Add a new file with fixed content (e.g. ``force_abi.h``)."""
+
+    content: str
+    kind: str = "insert_file"
+
+    def probe(self, text: str | None) -> Probe:
+        if text is None:
+            return Probe(Status.NOT_APPLIED)
+        if text.replace("\r\n", "\n") == self.content:
+            return Probe(Status.APPLIED)
+        return Probe(Status.DRIFTED, "a file with different content is already there")
+
+    def forward(self, text: str | None) -> str:
+        return self.content
+
+    def reverse(self, text: str) -> str | None:
+        if text.replace("\r\n", "\n") != self.content:
+            raise PatchError("internal: the added file was changed; refusing to delete it")
+        return None
+
+    def expected(self) -> str:
+        return "no file there yet (cuforge adds it)"

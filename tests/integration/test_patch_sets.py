@@ -1,0 +1,156 @@
+"""The real patch sets under patches/ on upstream-shaped fixture trees (copied to tmp_path)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cuforge.errors import PatchError
+from cuforge.patching import Status, apply, available_sets, check, load_patch_set, revert
+
+REPO = Path(__file__).resolve().parents[2]
+PATCHES = REPO / "patches"
+UPSTREAM = REPO / "tests" / "fixtures" / "upstream"
+
+# patch set -> fixture tree it applies to (build-time sets apply to a package directory)
+TREES = {
+    "milo": "milo",
+    "pointcept": "pointcept",
+    "diff-gaussian-rasterization": "milo/submodules/diff-gaussian-rasterization",
+    "diff-gaussian-rasterization_ms": "milo/submodules/diff-gaussian-rasterization_ms",
+    "diff-gaussian-rasterization_gof": "milo/submodules/diff-gaussian-rasterization_gof",
+    "simple-knn": "milo/submodules/simple-knn",
+    "fused-ssim": "milo/submodules/fused-ssim",
+}
+
+
+def copy_tree(tmp_path: Path, name: str) -> Path:
+    root = tmp_path / name.replace("/", "_")
+    shutil.copytree(UPSTREAM / TREES[name], root)
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_every_set_has_a_fixture_tree() -> None:
+    assert sorted(available_sets(PATCHES)) == sorted(TREES)
+
+
+@pytest.mark.parametrize("name", sorted(TREES))
+def test_apply_check_idempotent_revert(tmp_path: Path, name: str) -> None:
+    ps = load_patch_set(name, PATCHES)
+    root = copy_tree(tmp_path, name)
+    pristine = snapshot(root)
+
+    assert all(r.status is Status.NOT_APPLIED for r in check(ps, root))
+    assert {r.action for r in apply(ps, root, dry_run=True)} == {"would apply"}
+    assert snapshot(root) == pristine
+
+    apply(ps, root)
+    assert all(r.status is Status.APPLIED for r in check(ps, root))
+    patched = snapshot(root)
+    assert {r.action for r in apply(ps, root)} == {"already applied"}
+    assert snapshot(root) == patched
+
+    revert(ps, root)
+    assert snapshot(root) == pristine
+
+
+@pytest.mark.parametrize(
+    ("name", "file", "old", "new", "expected"),
+    [
+        ("milo", "milo/scene/mesh.py", "axis=1)", "dim=1)", "nvdiff_rasterization"),
+        (
+            "diff-gaussian-rasterization_ms",
+            "cuda_rasterizer/forward.cu",
+            "Reduce(last_contributor, cub::Max());",
+            "Reduce(last_contributor, MyMax());",
+            "Reduce(last_contributor, cub::Max());",
+        ),
+        ("pointcept", "pointcept/engines/test.py", "np.in1d(segment", "in1d_compat(segment", "np.in1d(segment"),
+    ],
+)
+def test_drifted_upstream_writes_nothing(tmp_path, name, file, old, new, expected) -> None:
+    ps = load_patch_set(name, PATCHES)
+    root = copy_tree(tmp_path, name)
+    target = root / file
+    target.write_text(target.read_text().replace(old, new))
+    before = snapshot(root)
+    with pytest.raises(PatchError) as err:
+        apply(ps, root)
+    assert file in str(err.value) and expected in str(err.value)
+    assert snapshot(root) == before
+
+
+def test_patched_mesh_parses_with_the_same_signature(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path, "milo")
+    mesh = root / "milo/scene/mesh.py"
+
+    def signature(source: str) -> str:
+        fn = next(n for n in ast.parse(source).body if getattr(n, "name", "") == "nvdiff_rasterization")
+        args = fn.args
+        defaults = [ast.unparse(d) for d in args.defaults]
+        return f"{[a.arg for a in args.args]} {defaults}"
+
+    before = signature(mesh.read_text())
+    apply(load_patch_set("milo", PATCHES), root)
+    source = mesh.read_text()
+    assert signature(source) == before
+    assert before == (
+        "['camera', 'image_height', 'image_width', 'verts', 'faces', 'return_indices_only', "
+        "'glctx', 'return_rast_out', 'return_positions'] ['False', 'None', 'False', 'False']"
+    )
+    names = [getattr(n, "name", "") for n in ast.parse(source).body]
+    assert names.index("_cuforge_merge_nearest") < names.index("nvdiff_rasterization")
+    assert "ranges=ranges" in source and 'os.environ.get("NVDIFRAST_BACKEND"' in source
+
+
+def test_pointcept_patches(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path, "pointcept")
+    apply(load_patch_set("pointcept", PATCHES), root)
+    for file in ("pointcept/engines/hooks/evaluator.py", "pointcept/engines/test.py"):
+        text = (root / file).read_text()
+        assert "np.in1d(" not in text and "np.isin(segment" in text
+    builder = (root / "pointcept/models/builder.py").read_text()
+    assert "return force_native_algo(MODELS.build(copy.deepcopy(cfg)))" in builder
+    ast.parse(builder)
+    ast.parse((root / "pointcept/utils/spconv_algo.py").read_text())
+
+
+def test_optional_sgiformer_site_may_be_absent(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path, "pointcept")
+    shutil.rmtree(root / "pointcept/models/sgiFormer")
+    results = {r.patch_id: r.status for r in apply(load_patch_set("pointcept", PATCHES), root)}
+    assert results["numpy2-isin-sgiformer"] is Status.NOT_NEEDED
+
+
+def test_glm_moves_out_of_nvcc_flags(tmp_path: Path) -> None:
+    """After the patch no nvcc flag mentions a path, so torch keeps adding -gencode flags."""
+    for name in ("diff-gaussian-rasterization", "diff-gaussian-rasterization_ms", "diff-gaussian-rasterization_gof"):
+        root = copy_tree(tmp_path, name)
+        apply(load_patch_set(name, PATCHES), root)
+        tree = ast.parse((root / "setup.py").read_text())
+        call = next(
+            n for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "CUDAExtension"
+        )
+        keywords = {k.arg: k.value for k in call.keywords}
+        assert "third_party/glm/" in ast.unparse(keywords["include_dirs"])
+        assert "glm" not in ast.unparse(keywords["extra_compile_args"])
+
+
+def test_fused_ssim_drops_its_arch_flags_under_torch_cuda_arch_list(tmp_path: Path, monkeypatch) -> None:
+    root = copy_tree(tmp_path, "fused-ssim")
+    apply(load_patch_set("fused-ssim", PATCHES), root)
+    source = (root / "setup.py").read_text()
+    block = source[source.index("# cuforge:"): source.index("class CustomBuildExtension")]
+    flags = ["-O3", "-gencode=arch=compute_75,code=sm_75", "-arch=sm_89"]
+    env = {"os": __import__("os"), "nvcc_args": flags, "detected_arch": None}
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "12.0")
+    exec(block, env)  # the inserted lines only, with the variables the script defined before
+    assert env["nvcc_args"] == ["-O3"]
