@@ -1,0 +1,154 @@
+"""Verify built (or downloaded) wheels against the combo they are meant for.
+
+Per ``.so`` in the wheel: C++ ABI (``abi``), symbol resolution (``symbols``), CUDA runtime
+major (``cudart``) and fatbin arch coverage (``fatbin``) — all by reading ELF files, no torch
+needed; then, with the combo's interpreter: ``import`` and the recipe's ``smoke`` script.
+
+Typical use (what ``cuforge verify`` and ``invoke verify`` do)::
+
+    ctx = probe_context(Path(".cuforge/venvs/cu130-py311/bin/python"), parse_arch_list("9.0"))
+    reports = [verify_wheel(w, ctx, smoke=recipe_smoke) for w in find_wheels(Path("wheelhouse"))]
+    console.print(render_table(reports))      # or print(reports_to_json(reports))
+    require_ok(reports)                       # raises VerifyError (exit code 7) on a failure
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..arches import ArchList
+from ..errors import ToolchainError, VerifyError
+from ._proc import last_error_line, run_python
+from .abi import check_abi
+from .elf import shared_objects
+from .fatbin import FatbinContainer, check_fatbin, read_fatbin
+from .importer import check_import
+from .report import CHECKS, CheckResult, VerifyContext, WheelReport, merge, render_table, reports_to_json
+from .smoke import check_smoke
+from .symbols import LibrarySet, check_cudart, check_symbols
+from .wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
+
+__all__ = [
+    "CHECKS", "CheckResult", "VerifyContext", "WheelReport", "find_wheels", "probe_context",
+    "render_table", "reports_to_json", "require_ok", "verify_wheel",
+]
+
+_PROBE_MARK = "cuforge-context:"
+_PROBE = f"""
+import glob, importlib.util, json, os
+import torch
+dirs = [os.path.join(os.path.dirname(torch.__file__), "lib")]
+spec = importlib.util.find_spec("nvidia")
+for base in (list(spec.submodule_search_locations) if spec else []):
+    dirs += sorted(glob.glob(os.path.join(base, "**", "lib"), recursive=True))
+print({_PROBE_MARK!r} + json.dumps({{
+    "torch": torch.__version__, "cuda": torch.version.cuda or "",
+    "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI), "lib_dirs": dirs}}))
+"""
+
+
+def probe_context(python: Path, requested: ArchList | None = None, *,
+                  timeout: float = 300) -> VerifyContext:
+    """Ask ``python`` (one subprocess, ~3 s) for torch's version, CUDA, C++ ABI and library
+    dirs (``torch/lib`` and every ``site-packages/nvidia/**/lib``).
+
+    Raises ToolchainError when the interpreter is missing or torch does not import.
+    """
+    if not Path(python).exists():
+        raise ToolchainError(f"interpreter {python} does not exist",
+                             hint="create the combo's environment first (cuforge env create)")
+    outcome = run_python(Path(python), ["-c", _PROBE], timeout=timeout)
+    line = next((ln for ln in outcome.stdout.splitlines() if ln.startswith(_PROBE_MARK)), None)
+    if line is None:
+        why = ("timed out" if outcome.timed_out else last_error_line(outcome.stderr)
+               or f"exit code {outcome.returncode}")
+        raise ToolchainError(f"cannot read torch's configuration from {python}: {why}",
+                             hint="check that torch imports there: "
+                                  f"{python} -c 'import torch'")
+    info = json.loads(line.removeprefix(_PROBE_MARK))
+    return VerifyContext(
+        python=Path(python), torch_version=info["torch"], torch_cuda=info["cuda"],
+        cxx11_abi=info["cxx11_abi"], lib_dirs=tuple(Path(d) for d in info["lib_dirs"]),
+        requested=requested,
+    )
+
+
+def find_wheels(path: Path) -> list[Path]:
+    """``path`` itself when it is a ``.whl``, else every ``*.whl`` below it (sorted).
+
+    Raises VerifyError when there is none.
+    """
+    path = Path(path)
+    wheels = [path] if path.is_file() else sorted(path.rglob("*.whl"))
+    if not wheels:
+        raise VerifyError(f"no wheel found at {path}", hint="pass a .whl file or a wheelhouse dir")
+    return wheels
+
+
+def _per_so(check: str, sos: list[Path], root: Path, run) -> CheckResult:
+    per_file = [(str(so.relative_to(root)), run(so)) for so in sos]
+    return merge(check, per_file, empty="no shared objects (pure Python wheel)")
+
+
+def _elf_checks(root: Path, sos: list[Path], ctx: VerifyContext) -> list[CheckResult]:
+    """Checks 1-3: ELF reading only."""
+    dirs = (*ctx.lib_dirs, *wheel_lib_dirs(sos))
+    with LibrarySet(dirs) as libs:
+        results = [
+            _per_so("abi", sos, root, lambda so: check_abi(so, ctx.cxx11_abi)),
+            _per_so("symbols", sos, root, lambda so: check_symbols(so, libs, python=ctx.python)),
+            _per_so("cudart", sos, root, lambda so: check_cudart(so, ctx.torch_cuda)),
+            _per_so("fatbin", sos, root, lambda so: check_fatbin(so, ctx.requested)),
+        ]
+    return results
+
+
+def _fatbins(root: Path, sos: list[Path]) -> dict[str, list[FatbinContainer]]:
+    out = {}
+    for so in sos:
+        try:
+            containers = read_fatbin(so)
+        except ValueError:
+            continue  # the fatbin check already failed on it
+        if containers:
+            out[str(so.relative_to(root))] = containers
+    return out
+
+
+def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: Path | None = None,
+                 modules: list[str] | None = None, timeout: float = 300) -> WheelReport:
+    """Run every check on ``wheel`` and return its report (checks in ``CHECKS`` order).
+
+    ``modules``: what the import check imports (default: the wheel's top-level names and all
+    its extension modules). ``smoke``: the recipe's smoke script (None: smoke is skipped).
+    ``timeout``: seconds for each subprocess. Raises VerifyError only when the file is not a
+    wheel; every finding is a CheckResult.
+    """
+    wheel = Path(wheel)
+    with tempfile.TemporaryDirectory(prefix="cuforge-verify-") as tmp:
+        root = unpack(wheel, Path(tmp))
+        sos = shared_objects(root)
+        results = _elf_checks(root, sos, ctx)
+        paths = import_roots(root)
+        imported = check_import(ctx.python, paths, modules or default_modules(root), timeout=timeout)
+        results.append(imported)
+        if smoke is None:
+            results.append(CheckResult("smoke", "skipped", "skipped: no smoke script in the recipe"))
+        elif imported.status == "fail":  # the report already fails; a smoke run would only crash
+            results.append(CheckResult("smoke", "skipped", "skipped: the wheel does not import"))
+        else:
+            results.append(check_smoke(ctx.python, Path(smoke), paths,
+                                       fatbins=_fatbins(root, sos), timeout=timeout))
+    return WheelReport(wheel, package_name(wheel), results)
+
+
+def require_ok(reports: Iterable[WheelReport]) -> None:
+    """Raise VerifyError naming each failed wheel and check; do nothing when all passed."""
+    failed = [(r, c) for r in reports for c in r.failures()]
+    if failed:
+        lines = [f"{r.package}: {c.check}: {c.summary}" for r, c in failed]
+        raise VerifyError(f"{len(failed)} check(s) failed:\n  " + "\n  ".join(lines),
+                          hint="see the table above; `cuforge verify --json` has the full details")

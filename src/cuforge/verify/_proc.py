@@ -1,0 +1,88 @@
+"""Run a Python subprocess for a check and keep what a verdict needs: exit code, signal,
+timeout, output. Unlike ``cuforge.runner`` (which turns failures into errors) a crash here is
+data: the check reports it.
+
+>>> describe_exit(-11)
+'crashed with SIGSEGV'
+>>> describe_exit(3)
+'exited with code 3'
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a subprocess ended. ``returncode`` is None when it was killed for a timeout."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def crashed(self) -> bool:
+        """Killed by a signal (segfault, abort, ...)."""
+        return self.returncode is not None and self.returncode < 0
+
+
+def describe_exit(returncode: int) -> str:
+    """A person's words for an exit status: a negative code is a signal."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"crashed with {name}"
+    return f"exited with code {returncode}"
+
+
+def last_error_line(text: str) -> str:
+    """The last non-empty line of a traceback (``ImportError: undefined symbol: ...``)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def python_env(paths: Sequence[Path]) -> dict[str, str]:
+    """The environment for a check subprocess: ``paths`` first on ``sys.path``, no user site
+    (so ~/.local cannot shadow the wheel), no .pyc files written into the unpacked wheel."""
+    env = dict(os.environ)
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), *([old] if old else [])])
+    env["PYTHONNOUSERSITE"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # a crash prints the Python stack on stderr
+    return env
+
+
+def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
+               timeout: float = 300) -> Outcome:
+    """Run ``python args...`` with ``paths`` importable, in a scratch cwd (so nothing in the
+    caller's directory shadows the wheel); kill its whole process group on timeout."""
+    with tempfile.TemporaryDirectory(prefix="cuforge-run-") as cwd:
+        proc = subprocess.Popen([str(python), *args], cwd=cwd, env=python_env(paths),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            return Outcome(None, out, err, timed_out=True)
+    return Outcome(proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    # The child leads its own session (start_new_session), so its group holds only what it started.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,141 @@
+"""Check 5: run a package's smoke script on the GPU.
+
+Protocol (the script is plain Python, run by the combo's interpreter in a subprocess with the
+wheel importable; its cwd is a scratch dir):
+
+* exit 0            -> pass
+* exit 77           -> skipped; the script prints the reason as its last line
+                       (``skipped: needs 2 GPUs``), the automake convention
+* any other exit    -> fail (the last stderr line is the summary)
+* killed by signal  -> fail, "crashed with SIGSEGV"; over the timeout -> fail, "timed out"
+
+Before the script runs, a probe in the same interpreter asks ``torch.cuda.is_available()``:
+without a visible device the result is ``skipped: no GPU`` — never pass. The smoke is also
+skipped when the device cannot run the wheel's device code. The rule (see ``fatbin.runs_on``):
+every kernel group of every ``.so`` needs SASS for the device's major with a minor at or below
+the device's (``a`` cubins: exactly the device), or PTX for an arch at or below the device.
+
+>>> smoke_verdict(0, "ok\\n", "").status
+'pass'
+>>> smoke_verdict(77, "skipped: no GPU\\n", "").detail
+'skipped: no GPU'
+>>> smoke_verdict(-11, "", "").detail
+'crashed with SIGSEGV'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..arches import Arch
+from ._proc import describe_exit, last_error_line, run_python
+from .fatbin import FatbinContainer, runs_on
+from .importer import interpret
+from .report import CheckResult
+
+SKIP_EXIT = 77
+_PROBE_MARK = "cuforge-device:"
+_PROBE = f"""
+import json
+print({'cuforge-import: torch'!r}, flush=True)
+import torch
+info = {{"available": bool(torch.cuda.is_available())}}
+if info["available"]:
+    info["name"] = torch.cuda.get_device_name(0)
+    info["capability"] = list(torch.cuda.get_device_capability(0))
+print({_PROBE_MARK!r} + json.dumps(info), flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class Device:
+    """The first visible CUDA device: its name and compute capability."""
+
+    name: str
+    arch: Arch
+
+
+def probe_device(python: Path, paths: Sequence[Path] = (), *,
+                 timeout: float = 120) -> Device | None | CheckResult:
+    """Ask ``python``'s torch for the first CUDA device: a Device, None when no device is
+    visible, or a failed CheckResult when torch itself does not import or crashes."""
+    outcome = run_python(python, ["-c", _PROBE], paths=paths, timeout=timeout)
+    line = next((ln for ln in outcome.stdout.splitlines() if ln.startswith(_PROBE_MARK)), None)
+    if line is None or outcome.returncode != 0:
+        failed = interpret(outcome, timeout=timeout, check="smoke")
+        if failed.status == "pass":
+            failed = CheckResult("smoke", "fail", "the GPU probe printed nothing")
+        return CheckResult("smoke", "fail", f"cannot probe the GPU: {failed.detail}")
+    info = json.loads(line.removeprefix(_PROBE_MARK))
+    if not info["available"]:
+        return None
+    major, minor = info["capability"]
+    return Device(info["name"], Arch(major, minor))
+
+
+def device_gate(device: Device, fatbins: Mapping[str, list[FatbinContainer]]) -> CheckResult | None:
+    """A ``skipped`` result when some kernel group cannot run on ``device``, else None.
+
+    >>> device_gate(Device("H200", Arch(9, 0)), {}) is None
+    True
+    """
+    missing = [f"{so} group #{c.index + 1} (SASS {' '.join(f'sm_{a.number}' for a in c.sass) or '-'}, "
+               f"PTX {' '.join(f'compute_{a.number}' for a in c.ptx) or '-'})"
+               for so, containers in fatbins.items() for c in containers
+               if not c.is_link_stub and runs_on(c, device.arch) is None]
+    if not missing:
+        return None
+    return CheckResult("smoke", "skipped",
+                       f"skipped: {device.name} (sm_{device.arch.number}) is not covered by the "
+                       f"wheel's fatbin: " + "; ".join(missing))
+
+
+def smoke_verdict(returncode: int | None, stdout: str, stderr: str, *,
+                  timeout: float = 0) -> CheckResult:
+    """Apply the exit-code protocol (``None`` = killed on timeout)."""
+    if returncode is None:
+        return CheckResult("smoke", "fail", f"timed out after {timeout:g} s")
+    if returncode == 0:
+        last = last_error_line(stdout)
+        return CheckResult("smoke", "pass", f"passed{': ' + last if last else ''}")
+    if returncode == SKIP_EXIT:
+        reason = last_error_line(stdout) or last_error_line(stderr) or "no reason given"
+        return CheckResult("smoke", "skipped", reason if reason.startswith("skipped") else f"skipped: {reason}")
+    if returncode < 0:
+        tail = "\n".join(stderr.strip().splitlines()[-15:])
+        return CheckResult("smoke", "fail", "\n".join(filter(None, [describe_exit(returncode), tail])))
+    last = last_error_line(stderr) or last_error_line(stdout)
+    return CheckResult("smoke", "fail", f"{describe_exit(returncode)}: {last}\n{stderr.strip()[-2000:]}".rstrip())
+
+
+def run_smoke(python: Path, script: Path, paths: Sequence[Path] = (), *,
+              timeout: float = 300) -> CheckResult:
+    """Run ``script`` with ``python`` (no GPU probe) and apply the protocol."""
+    if not script.is_file():
+        return CheckResult("smoke", "fail", f"smoke script {script} not found")
+    outcome = run_python(python, [str(script.resolve())], paths=paths, timeout=timeout)
+    return smoke_verdict(outcome.returncode, outcome.stdout, outcome.stderr, timeout=timeout)
+
+
+def check_smoke(python: Path, script: Path, paths: Sequence[Path] = (), *,
+                fatbins: Mapping[str, list[FatbinContainer]] | None = None,
+                timeout: float = 300) -> CheckResult:
+    """Probe the GPU, gate on fatbin coverage, then run the smoke script.
+
+    No device visible -> ``skipped: no GPU``; device not covered -> skipped with the groups.
+    """
+    device = probe_device(python, paths, timeout=min(timeout, 120))
+    if isinstance(device, CheckResult):
+        return device
+    if device is None:
+        return CheckResult("smoke", "skipped", "skipped: no GPU\ntorch.cuda.is_available() is False in "
+                           f"{python}; the smoke script did not run")
+    gate = device_gate(device, fatbins or {})
+    if gate is not None:
+        return gate
+    result = run_smoke(python, script, paths, timeout=timeout)
+    on = f" on {device.name} (sm_{device.arch.number})"
+    return CheckResult(result.check, result.status, result.summary + on + result.detail[len(result.summary):])

@@ -1,0 +1,82 @@
+"""Check 4: wheels assembled here are imported in a fresh interpreter; a segfault in module
+code is reported as a crash (not a traceback), an ImportError by its last line, a hang as a
+timeout."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
+import verify_builders as vb  # noqa: E402
+
+from cuforge.verify.importer import check_import  # noqa: E402
+from cuforge.verify.wheel import default_modules, import_roots, unpack  # noqa: E402
+
+SEGFAULT = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+BROKEN = ("raise ImportError('/x/_C.so: undefined symbol: "
+          "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs')\n")
+
+
+def unpacked(tmp_path: Path, name: str, files: dict) -> Path:
+    wheel = vb.make_wheel(tmp_path, name, files)
+    return unpack(wheel, tmp_path / "unpacked")
+
+
+@pytest.mark.skipif(not vb.have("gcc"), reason="needs gcc")
+def test_wheel_with_c_extension_imports(tmp_path):
+    build = tmp_path / "build"
+    ext = vb.c_extension(build, vb.this_python(), package="goodpkg")
+    root = unpacked(tmp_path, "goodpkg", {"goodpkg/__init__.py": "from ._hello import answer\n",
+                                          f"goodpkg/{ext.name}": ext})
+    modules = default_modules(root)
+    assert modules == ["goodpkg", "goodpkg._hello"]  # top level from RECORD, then extensions
+    result = check_import(vb.this_python(), import_roots(root), modules, import_torch=False)
+    assert (result.status, result.detail) == ("pass", "imported goodpkg, goodpkg._hello")
+
+
+def test_segfault_at_import_is_a_crash(tmp_path):
+    root = unpacked(tmp_path, "crashy", {"crashy/__init__.py": SEGFAULT})
+    result = check_import(vb.this_python(), [root], ["crashy"], import_torch=False)
+    assert result.status == "fail"
+    assert result.summary == "crashed with SIGSEGV while importing crashy"
+    assert "Traceback" not in result.summary
+
+
+def test_import_error_reports_its_last_line(tmp_path):
+    root = unpacked(tmp_path, "broken", {"broken/__init__.py": BROKEN})
+    result = check_import(vb.this_python(), [root], ["broken"], import_torch=False)
+    assert result.status == "fail"
+    assert result.summary == ("import broken failed: ImportError: /x/_C.so: undefined symbol: "
+                              "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs")
+
+
+def test_hanging_import_times_out(tmp_path):
+    root = unpacked(tmp_path, "sleepy", {"sleepy.py": "import time\ntime.sleep(120)\n"})
+    result = check_import(vb.this_python(), [root], ["sleepy"], import_torch=False, timeout=2)
+    assert (result.status, result.summary) == ("fail", "timed out after 2 s while importing sleepy")
+
+
+def test_wheel_module_shadows_nothing_from_cwd(tmp_path, monkeypatch):
+    # the subprocess runs in a scratch dir: a same-named module in the caller's cwd is not seen
+    (tmp_path / "cwdonly.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    result = check_import(vb.this_python(), [], ["cwdonly"], import_torch=False)
+    assert result.status == "fail" and "ModuleNotFoundError" in result.summary
+
+
+@pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
+def test_imports_torch_first(tmp_path):
+    root = unpacked(tmp_path, "needs_torch", {
+        "needs_torch/__init__.py": "import sys\nassert 'torch' in sys.modules, 'torch not imported first'\n"})
+    result = check_import(vb.torch_python(), [root], ["needs_torch"], timeout=120)
+    assert (result.status, result.detail) == ("pass", "imported torch, then needs_torch")
+
+
+@pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
+def test_segfault_after_torch_is_a_crash(tmp_path):
+    root = unpacked(tmp_path, "crashy", {"crashy/__init__.py": SEGFAULT})
+    result = check_import(vb.torch_python(), [root], ["crashy"], timeout=120)
+    assert result.summary == "crashed with SIGSEGV while importing crashy"

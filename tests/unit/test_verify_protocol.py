@@ -1,0 +1,45 @@
+"""The smoke exit-code protocol and the device gate, as pure functions."""
+
+from __future__ import annotations
+
+from cuforge.arches import Arch
+from cuforge.verify._proc import describe_exit, last_error_line
+from cuforge.verify.fatbin import FatbinContainer, FatbinEntry
+from cuforge.verify.smoke import Device, device_gate, smoke_verdict
+
+
+def test_protocol():
+    assert smoke_verdict(0, "ran 3 cases\nall equal\n", "").detail == "passed: all equal"
+    assert smoke_verdict(77, "skipped: needs CGAL\n", "").detail == "skipped: needs CGAL"
+    assert smoke_verdict(77, "no second GPU\n", "").detail == "skipped: no second GPU"
+    assert smoke_verdict(1, "", "Traceback...\nAssertionError: mismatch\n").summary == \
+        "exited with code 1: AssertionError: mismatch"
+    assert smoke_verdict(-6, "", "").summary == "crashed with SIGABRT"
+    assert smoke_verdict(None, "", "", timeout=5).detail == "timed out after 5 s"
+
+
+def test_exit_words():
+    assert describe_exit(-11) == "crashed with SIGSEGV"
+    assert describe_exit(255) == "exited with code 255"
+    assert last_error_line("a\nb\n\n") == "b"
+
+
+def group(index, sass=(), ptx=()):
+    entries = [FatbinEntry("sass", a, (1, 8), 0, 0, True, None) for a in sass]
+    entries += [FatbinEntry("ptx", a, (9, 0), 0, 0, True, None) for a in ptx]
+    return FatbinContainer(index, 0, tuple(entries))
+
+
+def test_device_gate_skips_uncovered_devices():
+    h200 = Device("NVIDIA H200", Arch(9, 0))
+    fatbins = {"pkg/_C.so": [group(0, sass=(Arch(12, 0),)), group(1, sass=(Arch(9, 0),))]}
+    gate = device_gate(h200, fatbins)
+    assert gate.status == "skipped"
+    assert gate.detail == ("skipped: NVIDIA H200 (sm_90) is not covered by the wheel's fatbin: "
+                           "pkg/_C.so group #1 (SASS sm_120, PTX -)")
+
+
+def test_device_gate_lets_ptx_and_compatible_sass_through():
+    spark = Device("GB10", Arch(12, 1))
+    fatbins = {"a.so": [group(0, sass=(Arch(12, 0),)), group(1, ptx=(Arch(7, 5),))]}
+    assert device_gate(spark, fatbins) is None
