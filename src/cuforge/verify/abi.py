@@ -119,12 +119,26 @@ def abi_offenders(lib: ElfLib, torch_cxx11_abi: bool) -> tuple[list[str], list[s
     return sorted(set(undefined)), sorted(set(defined))
 
 
+# Mangled prefixes of the C++ runtime's own namespaces (std::, __gnu_cxx::). A .so that links
+# parts of libstdc++ statically defines such symbols in *both* ABIs; that is not a mismatch.
+_RUNTIME_PREFIXES = ("_ZNS", "_ZNKS", "_ZSt", "_ZN9__gnu_cxx", "_ZNK9__gnu_cxx", "_ZGVNS",
+                     "_ZTVS", "_ZTIS", "_ZTSS")
+
+
+def is_runtime_symbol(mangled: str) -> bool:
+    """True for std:: / __gnu_cxx:: symbols (``_ZNSs4swapERSs``), False for user code
+    (``_Z5greetRKSs``)."""
+    return mangled.startswith(_RUNTIME_PREFIXES)
+
+
 def check_abi(so: Path, torch_cxx11_abi: bool) -> CheckResult:
     """Fail when ``so`` uses the other std::string ABI than torch.
 
-    Undefined symbols of that kind cannot be provided by torch (import fails); defined ones
-    show the .so was compiled with the wrong ``_GLIBCXX_USE_CXX11_ABI`` and breaks as soon
-    as a std::string crosses into torch.
+    Undefined symbols of that kind cannot be provided by torch (import fails); defined ones in
+    the .so's own code show it was compiled with the wrong ``_GLIBCXX_USE_CXX11_ABI`` and
+    breaks as soon as a std::string crosses into torch. Defined symbols of the C++ runtime
+    alone (std::, __gnu_cxx::) come from statically linked libstdc++ parts, which carry both
+    ABIs: reported as a warning.
     """
     with ElfLib(so) as lib:
         undefined, defined = abi_offenders(lib, torch_cxx11_abi)
@@ -133,11 +147,18 @@ def check_abi(so: Path, torch_cxx11_abi: bool) -> CheckResult:
     if not undefined and not defined:
         return CheckResult("abi", "pass", f"no symbol uses the other C++ ABI (torch: "
                                           f"_GLIBCXX_USE_CXX11_ABI={want})")
-    names = demangle(undefined[:_SHOWN] + defined[:_SHOWN])
+    own = [s for s in defined if not is_runtime_symbol(s)]
+    names = demangle(undefined[:_SHOWN] + (own or defined)[:_SHOWN])
+    if not undefined and not own:
+        lines = [f"no undefined or own symbol uses the other C++ ABI (torch: "
+                 f"_GLIBCXX_USE_CXX11_ABI={want}); {len(defined)} C++-runtime symbols of the "
+                 "other ABI are defined here (statically linked libstdc++ parts)"]
+        lines += _listing("defined", defined, names)
+        return CheckResult("abi", "warn", "\n".join(lines))
     lines = [f"built with _GLIBCXX_USE_CXX11_ABI={flag} but torch uses ={want}: "
-             f"{len(undefined)} undefined + {len(defined)} defined symbols use the "
+             f"{len(undefined)} undefined + {len(own)} defined symbols use the "
              f"{'old' if flag == 0 else 'new (__cxx11)'} std::string"]
-    lines += _listing("undefined", undefined, names) + _listing("defined", defined, names)
+    lines += _listing("undefined", undefined, names) + _listing("defined", own, names)
     lines.append(f"fix: compile with -D_GLIBCXX_USE_CXX11_ABI={want} (take torch's flags; "
                  "a later -D on the command line wins)")
     return CheckResult("abi", "fail", "\n".join(lines))
