@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from . import sources, syslibs, venv
 from .arches import ArchList
@@ -118,30 +119,99 @@ def _build_one(project: Project, req: BuildRequest, combo: Combo, env: venv.Comb
         console.print(f"[yellow]skipped[/] {recipe.name}: {reason}")
         return _record_skip(house, combo, recipe, reason)
     started = time.monotonic()
-    with console.status(f"[bold]{recipe.name}[/] building for {archs or combo.arches}"
-                        f" (log: {log})") as status:
-        try:
-            wheel, status_word = _produce_wheel(project, req, combo, env, recipe, archs, log)
-            status.update(f"[bold]{recipe.name}[/] verifying")
-            checks, embedded = _verify(project, req, env, recipe, wheel, archs or combo.arches)
-        except CuforgeError as err:
-            console.print(f"[red]FAILED[/] {recipe.name}: {err}")
-            if not req.keep_going:
-                house.publish(None, _failed_entry(combo, recipe, str(err), log, started))
-                raise
-            return house.publish(None, _failed_entry(combo, recipe, str(err), log, started))
+    try:
+        with _progress() as progress:
+            task = progress.add_task(f"{recipe.name}: building for {archs or combo.arches} "
+                                     f"(log: {log})")
+            wheel, how, checks, embedded, note = _wheel_for(
+                project, req, combo, env, recipe, archs, log,
+                lambda text: progress.update(task, description=f"{recipe.name}: {text}"))
+    except CuforgeError as err:
+        entry = house.publish(None, _failed_entry(combo, recipe, str(err), log, started))
+        if not req.keep_going:
+            raise   # printed once, by the CLI
+        console.print(f"[red]FAILED[/] {recipe.name}: {err}")
+        return entry
     seconds = round(time.monotonic() - started, 1)
     entry = Entry(
-        package=recipe.name, status=status_word, version=_wheel_version(wheel),
-        wheel=wheel.name, wheel_sha256=sha256_of(wheel), source=recipe.source.describe(),
+        package=recipe.name, status=how, version=_wheel_version(wheel),
+        wheel=wheel.name, wheel_sha256=sha256_of(wheel),
+        source=recipe.source.describe() if how == "compiled" else " ".join(recipe.prebuilt),
         arches_requested=(archs or combo.arches).torch(), arches_embedded=embedded,
         arch_policy=req.arch_policy or recipe.arches.policy, checks=checks, torch=combo.torch,
-        python=combo.python, cuda=str(env.toolkit.version), build_seconds=seconds, log=str(log))
+        python=combo.python, cuda=str(env.toolkit.version), build_seconds=seconds, log=str(log),
+        reason=note)
     house.publish(wheel, entry)
-    console.print(f"[green]{status_word}[/] {wheel.name} in {seconds:.1f} s "
+    console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
                   f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
                   f"ptx {' '.join(embedded.get('ptx', [])) or '-'})")
     return entry
+
+
+def _progress() -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+def _wheel_for(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
+               recipe: Recipe, archs: ArchList | None, log: Path, say
+               ) -> tuple[Path, str, dict[str, str], dict[str, list[str]], str]:
+    """A verified wheel for ``recipe``: an accepted prebuilt one, or one compiled here."""
+    note = ""
+    if req.prefer_prebuilt and recipe.prebuilt and recipe.kind != "prebuilt":
+        say("trying the prebuilt wheel")
+        got, note = _try_prebuilt(project, req, combo, env, recipe, archs or combo.arches, log)
+        if got:
+            wheel, checks, embedded = got
+            return wheel, "prebuilt", checks, embedded, ""
+        console.print(f"[yellow]{recipe.name}[/]: {note}; compiling instead")
+    say(f"building for {archs or combo.arches}")
+    wheel, how = _produce_wheel(project, req, combo, env, recipe, archs, log)
+    say("verifying")
+    checks, embedded = _verify(project, req, env, recipe, wheel, archs or combo.arches)
+    return wheel, how, checks, embedded, note
+
+
+# Checks a prebuilt wheel must pass to be used (the smoke test runs afterwards as for any wheel).
+PREBUILT_GATE = ("abi", "symbols", "cudart", "fatbin", "import")
+
+
+def _try_prebuilt(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
+                  recipe: Recipe, archs: ArchList, log: Path):
+    """Download the recipe's prebuilt wheel and keep it only if it covers ``archs`` and passes
+    the ABI, symbol, CUDA-runtime, fatbin and import checks. Returns (result, why-not)."""
+    from .verify import verify_wheel
+    staging = project.state_dir / "work" / combo.env_id / recipe.name / "prebuilt"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    pre = replace(recipe, kind="prebuilt",
+                  prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env, archs))
+    job = BuildJob(pre, env.python, staging, staging, staging, archs,
+                   _job_env(env, recipe, archs, req.jobs), req.verbose)
+    try:
+        for step in steps_for(job):
+            run(step, log=log, stream=req.verbose)
+        wheel = _single_wheel(staging, recipe)
+    except CuforgeError as err:
+        return None, f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
+    smoke = None if req.skip_smoke else smoke_script(project, recipe)
+    report = verify_wheel(wheel, verify_context(env, archs), smoke=smoke,
+                          modules=list(recipe.modules))
+    bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
+    bad += [r for r in report.results if r.check == "smoke" and r.status == "fail"]
+    if bad:
+        why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
+        return None, f"prebuilt {wheel.name} rejected ({why})"
+    checks = {r.check: r.detail if r.detail.startswith(r.status) else f"{r.status}: {r.detail}"
+              for r in report.results}
+    return (wheel, checks, embedded_arches(wheel)), ""
+
+
+def _fmt(text: str, env: venv.ComboEnv, archs: ArchList) -> str:
+    return text.format(torch=env.info.torch, accel=env.combo.accel.tag, cuda=str(env.toolkit.version),
+                       torch_list=archs.torch(), cmake_list=archs.cmake(),
+                       compact=";".join(a.number for a in archs.sass))
 
 
 def _produce_wheel(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
@@ -153,20 +223,28 @@ def _produce_wheel(project: Project, req: BuildRequest, combo: Combo, env: venv.
     staging.mkdir(parents=True)
     job_env = _job_env(env, recipe, archs or combo.arches, req.jobs)
     if recipe.kind == "prebuilt":
-        job = BuildJob(recipe, env.python, work, staging, work / "build",
+        pre = replace(recipe, prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env,
+                                                       archs or combo.arches))
+        job = BuildJob(pre, env.python, work, staging, work / "build",
                        archs or combo.arches, job_env, req.verbose)
         for step in steps_for(job):
             run(step, log=log, stream=req.verbose)
         return _single_wheel(staging, recipe), "prebuilt"
     syslibs.require_headers(recipe)
     src = sources.fetch(recipe.source, project_root=project.root,
-                        cache_dir=project.state_dir / "cache", dest=work / "src")
+                        cache_dir=project.state_dir / "cache", dest=work / "src",
+                        stamp=_source_stamp(recipe))
     _apply_patches(project, recipe, src)
     job = BuildJob(recipe, env.python, src, staging, work / "build", archs or combo.arches,
                    job_env, req.verbose, project.root / "native" / "cmake")
     for step in steps_for(job):
         run(step, log=log, stream=req.verbose)
     return _single_wheel(staging, recipe), "compiled"
+
+
+def _source_stamp(recipe: Recipe) -> str:
+    """Identifies a source tree + patches: an unchanged stamp lets a build resume in place."""
+    return f"{recipe.source.describe()} patches={','.join(recipe.patches)}"
 
 
 def _apply_patches(project: Project, recipe: Recipe, src: Path) -> None:

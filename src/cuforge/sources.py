@@ -22,18 +22,37 @@ from .runner import Step, capture
 _IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
 
 
-def fetch(source: Source, *, project_root: Path, cache_dir: Path, dest: Path) -> Path:
-    """Materialise ``source`` at ``dest`` (replaced) and return the directory to build."""
+def fetch(source: Source, *, project_root: Path, cache_dir: Path, dest: Path,
+          stamp: str = "") -> Path:
+    """Materialise ``source`` at ``dest`` and return the directory to build.
+
+    With a ``stamp`` (source + patches identity) equal to the one left by the last fetch, a
+    pinned git/sdist tree is kept as is, build artefacts included, so an interrupted long
+    build (spconv: hundreds of nvcc steps) resumes. A local path is synced over the old copy
+    (unchanged files keep their times, so ninja rebuilds only what changed).
+    """
+    marker = dest.parent / f".{dest.name}.stamp"
+    previous, _, relative = (marker.read_text() if marker.exists() else "").partition("\n")
+    if stamp and dest.exists() and previous == stamp:
+        if source.path:
+            shutil.copytree(resolve_path(source.path, project_root), dest, ignore=_IGNORE,
+                            symlinks=True, dirs_exist_ok=True)
+        return dest / relative
+    marker.unlink(missing_ok=True)
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     if source.path:
-        return _copy_path(resolve_path(source.path, project_root), dest)
-    if source.git:
-        return _export_git(source, cache_dir / "git", dest)
-    if source.sdist:
-        return _extract_sdist(source, cache_dir / "sdist", dest)
-    raise SourceError("recipe has no source")
+        root = _copy_path(resolve_path(source.path, project_root), dest)
+    elif source.git:
+        root = _export_git(source, cache_dir / "git", dest)
+    elif source.sdist:
+        root = _extract_sdist(source, cache_dir / "sdist", dest)
+    else:
+        raise SourceError("recipe has no source")
+    if stamp:
+        marker.write_text(f"{stamp}\n{root.relative_to(dest)}")
+    return root
 
 
 def describe_steps(source: Source, project_root: Path, cache_dir: Path, dest: Path) -> list[Step]:

@@ -68,3 +68,14 @@ def test_sdist_checksum(tmp_path):
               cache_dir=tmp_path / "cache2", dest=tmp_path / "w2")
     assert "fix:" in str(err.value)
     assert not list((tmp_path / "cache2" / "sdist").glob("*.tar.gz"))  # bad file not kept
+
+
+def test_unchanged_stamp_keeps_the_tree_so_builds_resume(tmp_path):
+    repo, commit = _upstream(tmp_path)
+    src = Source(git=f"file://{repo}", commit=commit, subdir="submodules/simple-knn")
+    kw = dict(project_root=tmp_path, cache_dir=tmp_path / "cache", dest=tmp_path / "w")
+    root = fetch(src, stamp="s1", **kw)
+    (root / "build").mkdir()
+    (root / "build" / "obj.o").write_text("compiled")          # an artefact of a killed build
+    assert (fetch(src, stamp="s1", **kw) / "build" / "obj.o").exists()
+    assert not (fetch(src, stamp="s2", **kw) / "build").exists()  # new patches: fresh tree
