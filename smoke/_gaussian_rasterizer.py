@@ -1,0 +1,103 @@
+"""Shared smoke check for MILo's three Gaussian rasterizers (plain/RaDe-GS, _ms, _gof).
+
+Their Python APIs differ (extra settings such as kernel_size, subpixel_offset, require_depth;
+extra forward arguments such as dc, culling, flag_max_count), so settings and arguments are
+filled from the names each module declares. One Gaussian sits on the optical axis, coloured by
+``colors_precomp`` over a black background. Reference facts that hold for every variant:
+  * the brightest pixel is the image centre, the corners are background (0);
+  * the centre pixel's RGB is proportional to the colour (alpha is the same for each channel);
+  * the image is linear in the colour: d(sum image[c]) / d colour[c] = sum(image[c]) / colour[c];
+  * a second Gaussian behind the camera is culled (radius 0) and gets no gradient.
+Run by the per-package scripts, which check for a GPU first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import sys
+
+import torch
+
+SIZE = 33                                   # odd: the principal point is pixel (16, 16)
+COLOR = (0.2, 0.6, 0.9)
+
+
+def projection(znear: float, zfar: float, tan_half: float) -> torch.Tensor:
+    """3DGS's getProjectionMatrix for a symmetric frustum (z towards the scene)."""
+    p = torch.zeros(4, 4)
+    p[0, 0] = p[1, 1] = 1.0 / tan_half
+    p[3, 2] = 1.0
+    p[2, 2] = zfar / (zfar - znear)
+    p[2, 3] = -(zfar * znear) / (zfar - znear)
+    return p
+
+
+def run(module_name: str) -> None:
+    mod = importlib.import_module(module_name)
+    dev = torch.device("cuda")
+    tan_half = math.tan(math.radians(30))
+    view = torch.eye(4, device=dev)                          # world == camera, stored transposed
+    proj = (view @ projection(0.01, 100.0, tan_half).T.to(dev)).contiguous()
+    known = {
+        "image_height": SIZE, "image_width": SIZE, "tanfovx": tan_half, "tanfovy": tan_half,
+        "bg": torch.zeros(3, device=dev), "scale_modifier": 1.0, "viewmatrix": view,
+        "projmatrix": proj, "sh_degree": 0, "campos": torch.zeros(3, device=dev),
+        "prefiltered": False, "debug": False, "antialiasing": False, "kernel_size": 0.0,
+        "subpixel_offset": torch.zeros(SIZE, SIZE, 2, device=dev),
+        "require_coord": False, "require_depth": True,
+    }
+    fields = mod.GaussianRasterizationSettings._fields
+    unknown = [f for f in fields if f not in known]
+    if unknown:
+        sys.exit(f"fail: {module_name}.GaussianRasterizationSettings has fields this smoke test "
+                 f"does not know: {unknown}")
+    rasterizer = mod.GaussianRasterizer(
+        raster_settings=mod.GaussianRasterizationSettings(**{f: known[f] for f in fields}))
+
+    means3d = torch.tensor([[0.0, 0.0, 3.0], [0.0, 0.0, -3.0]], device=dev, requires_grad=True)
+    colors = torch.tensor([COLOR, COLOR], device=dev, requires_grad=True)
+    opacity = torch.full((2, 1), 0.8, device=dev, requires_grad=True)
+    args = {
+        "means3D": means3d, "means2D": torch.zeros_like(means3d, requires_grad=True),
+        "opacities": opacity, "colors_precomp": colors, "shs": None, "dc": None,
+        "scales": torch.full((2, 3), 0.15, device=dev), "cov3D_precomp": None,
+        "rotations": torch.tensor([[1.0, 0, 0, 0]] * 2, device=dev),
+        "culling": torch.zeros(2, dtype=torch.bool, device=dev), "flag_max_count": True,
+        "view2gaussian_precomp": None,
+    }
+    params = inspect.signature(rasterizer.forward).parameters
+    missing = [n for n, p in params.items() if n not in args and p.default is p.empty]
+    if missing:
+        sys.exit(f"fail: {module_name}.GaussianRasterizer.forward needs {missing}, "
+                 "which this smoke test does not know")
+    out = rasterizer(**{n: v for n, v in args.items() if n in params})
+    # The variants return different tuples (depth, normals, counts, ...): pick by shape.
+    outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if torch.is_tensor(t)]
+    image = next((t for t in outs if t.shape == (3, SIZE, SIZE)), None)
+    if image is None:
+        sys.exit(f"fail: no [3, {SIZE}, {SIZE}] image among the outputs "
+                 f"{[tuple(t.shape) for t in outs]}")
+    radii = next((t for t in outs if t.shape == (2,) and not t.is_floating_point()), None)
+
+    c = SIZE // 2
+    peak = image.sum(0)
+    assert peak.argmax().item() == c * SIZE + c, "brightest pixel is not the image centre"
+    assert image[:, 0, 0].abs().max() < 1e-6, "corner is not background"
+    centre = image[:, c, c]
+    ratio = centre / torch.tensor(COLOR, device=dev)
+    assert 0.2 < ratio.mean() <= 0.8 + 1e-4, f"centre alpha {ratio.mean():.3f} out of range"
+    torch.testing.assert_close(ratio, ratio.mean().expand(3), rtol=1e-4, atol=1e-6)
+    if radii is not None:
+        assert radii[1].item() == 0, "a Gaussian behind the camera was not culled"
+
+    image.sum().backward()
+    expected = image.detach().sum((1, 2)) / torch.tensor(COLOR, device=dev)
+    torch.testing.assert_close(colors.grad[0], expected, rtol=1e-3, atol=1e-5)
+    assert colors.grad[1].abs().max() == 0, "the culled Gaussian got a colour gradient"
+    assert torch.isfinite(means3d.grad).all() and torch.isfinite(opacity.grad).all()
+    assert opacity.grad[0].abs().item() > 0, "no opacity gradient for the visible Gaussian"
+    cap = "".join(map(str, torch.cuda.get_device_capability()))
+    print(f"pass: {module_name} forward+backward of one Gaussian matches the analytic facts "
+          f"(centre alpha {ratio.mean():.3f}) on sm_{cap}")
