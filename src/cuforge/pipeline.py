@@ -235,11 +235,43 @@ def _produce_wheel(project: Project, req: BuildRequest, combo: Combo, env: venv.
                         cache_dir=project.state_dir / "cache", dest=work / "src",
                         stamp=_source_stamp(recipe))
     _apply_patches(project, recipe, src)
+    defines = []
+    for var, extra in recipe.extra_sources:   # e.g. upstream C++ sources for a native/ project
+        root = sources.fetch(extra, project_root=project.root,
+                             cache_dir=project.state_dir / "cache", dest=work / "extra" / var,
+                             stamp=extra.describe())
+        _apply_patches(project, recipe, root)
+        defines.append((var, str(root)))
+    job_env = tuple(sorted({**dict(job_env), **dict(defines)}.items()))
+    _install_build_inputs(project, req, combo, env, recipe, log)
     job = BuildJob(recipe, env.python, src, staging, work / "build", archs or combo.arches,
-                   job_env, req.verbose, project.root / "native" / "cmake")
+                   job_env, req.verbose, project.root / "native" / "cmake", tuple(defines))
     for step in steps_for(job):
         run(step, log=log, stream=req.verbose)
     return _single_wheel(staging, recipe), "compiled"
+
+
+def _install_build_inputs(project: Project, req: BuildRequest, combo: Combo,
+                          env: venv.ComboEnv, recipe: Recipe, log: Path) -> None:
+    """Install what the build imports: PyPI build requirements and the wheels of the recipe's
+    dependencies from this combo's wheelhouse (cumm's setup.py imports pccm; spconv, cumm)."""
+    if recipe.build_requires:
+        run(Step((str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
+                  *recipe.build_requires), description=f"build requirements of {recipe.name}"),
+            log=log, stream=req.verbose)
+    latest = Wheelhouse(wheel_dir(project, combo)).latest()
+    wheels = []
+    for dep in recipe.depends:
+        entry = latest.get(dep)
+        if entry is None or not entry.wheel:
+            raise BuildError(f"{recipe.name} needs {dep}, which has no wheel in the wheelhouse",
+                             hint=f"build it first: --only {recipe.name} builds its dependencies")
+        wheels.append(str(wheel_dir(project, combo) / entry.wheel))
+    if wheels:
+        run(Step((str(env.python), "-m", "pip", "install", "--no-deps", "--force-reinstall",
+                  "--disable-pip-version-check", *wheels),
+                 description=f"install the dependencies of {recipe.name}"),
+            log=log, stream=req.verbose)
 
 
 def _source_stamp(recipe: Recipe) -> str:
@@ -259,7 +291,7 @@ def _apply_patches(project: Project, recipe: Recipe, src: Path) -> None:
 def _verify(project: Project, req: BuildRequest, env: venv.ComboEnv, recipe: Recipe,
             wheel: Path, archs: ArchList) -> tuple[dict[str, str], dict[str, list[str]]]:
     from .verify import verify_wheel   # the verification layer
-    ctx = verify_context(env, archs)
+    ctx = verify_context(env, archs if recipe.arches.device_code else None)
     smoke = None if req.skip_smoke else smoke_script(project, recipe)
     report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))
     checks = {r.check: r.detail if r.detail.startswith(r.status) else

@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-from .arches import ArchList, map_to_supported
+from .arches import ArchList, Target, map_to_supported
 from .errors import ConfigError, NothingToDo
 from .project import Project
 
 BUILD_KINDS = ("setuptools", "cmake", "prebuilt")
 ARCH_POLICIES = ("native", "ptx", "skip", "error")
+RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "pip_args", "source",
+               "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
+               "notes"}
 
 
 @dataclass(frozen=True)
@@ -48,11 +51,15 @@ class ArchRule:
     policy: str = "native"
     supported: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()   # extra variables, rendered from the mapped list
+    ptx: bool = True           # False: the package emits no PTX (flash-attn); +PTX is dropped
+    device_code: bool = True   # False: C++-only package (pointseg); no fatbin expected
 
     def map(self, archs: ArchList) -> ArchList:
-        if not self.supported:
-            return archs
-        return map_to_supported(archs, list(self.supported), self.policy)
+        if self.supported:
+            archs = map_to_supported(archs, list(self.supported), self.policy)
+        if not self.ptx:
+            archs = ArchList(tuple(Target(t.arch, ptx=False) for t in archs))
+        return archs
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class Recipe:
     prebuilt_find_links: str = ""
     pip_args: tuple[str, ...] = ()
     system_headers: tuple[SystemHeader, ...] = ()
+    extra_sources: tuple[tuple[str, Source], ...] = ()   # (variable, source): e.g. upstream
+    build_requires: tuple[str, ...] = ()                 # PyPI packages the build imports
     file: Path | None = None
 
 
@@ -104,6 +113,10 @@ def parse_recipe(path: Path) -> Recipe:
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path} is not valid TOML: {err}") from None
     where = str(path)
+    unknown = set(data) - RECIPE_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}",
+                          hint=f"a recipe may have: {', '.join(sorted(RECIPE_KEYS))}")
     name = data.get("name") or path.stem
     kind = data.get("kind", "setuptools")
     if kind not in BUILD_KINDS:
@@ -125,13 +138,17 @@ def parse_recipe(path: Path) -> Recipe:
         smoke=data.get("smoke", ""),
         patches=tuple(data.get("patches", ())),
         arches=ArchRule(policy, tuple(arch.get("supported", ())),
-                        tuple(sorted(arch.get("env", {}).items()))),
+                        tuple(sorted(arch.get("env", {}).items())), bool(arch.get("ptx", True)),
+                        bool(arch.get("device_code", True))),
         env=tuple(sorted(data.get("env", {}).items())),
         prebuilt=tuple(prebuilt.get("requirements", ())),
         prebuilt_find_links=prebuilt.get("find_links", ""),
         pip_args=tuple(data.get("pip_args", ())),
         system_headers=tuple(SystemHeader(r["header"], r.get("debian", "?"))
                              for r in data.get("requires", ())),
+        extra_sources=tuple((var, _source(row, f"{where} [extra_sources.{var}]"))
+                            for var, row in data.get("extra_sources", {}).items()),
+        build_requires=tuple(data.get("build_requires", ())),
         file=path,
     )
 

@@ -25,6 +25,7 @@ class BuildJob:
     env: tuple[tuple[str, str], ...]
     verbose: bool = False
     cmake_dir: Path | None = None   # native/cmake: shared CMake modules for our projects
+    defines: tuple[tuple[str, str], ...] = ()   # CMake variables (e.g. TETRA_SOURCE_DIR)
 
 
 KINDS: dict[str, ModuleType] = {"setuptools": setuptools, "cmake": cmake, "prebuilt": prebuilt}

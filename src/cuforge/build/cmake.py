@@ -16,6 +16,7 @@ def steps(job) -> list[Step]:
         "cmake.build-type": "Release",
         "cmake.define.CUFORGE_CMAKE_DIR": str(job.cmake_dir),
     }
+    settings.update({f"cmake.define.{k}": v for k, v in job.defines})
     if job.verbose:
         settings["build.verbose"] = "true"
     argv = [str(job.python), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
