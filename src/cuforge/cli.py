@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--keep-going", action="store_true", help="continue past failed packages")
     b.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                    help="build NAME from a local checkout")
-    b.add_argument("--arch-policy", default="", choices=["", "native", "ptx", "skip", "error"],
+    b.add_argument("--arch-policy", default="", choices=["", "auto", "native", "ptx", "skip", "error"],
                    help="how targets a package does not know are handled (e.g. cumm)")
     pre = b.add_mutually_exclusive_group()
     pre.add_argument("--force-source", action="store_true", help="never use prebuilt wheels")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import platform
 import shutil
 import time
+from functools import cache
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from . import sources, syslibs, venv
-from .arches import ArchList
+from .arches import ArchList, check_supported
 from .build import BuildJob, steps_for
 from .combos import Combo
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
@@ -138,7 +139,7 @@ def _build_one(project: Project, req: BuildRequest, combo: Combo, env: venv.Comb
         wheel=wheel.name, wheel_sha256=sha256_of(wheel),
         source=recipe.source.describe() if how == "compiled" else " ".join(recipe.prebuilt),
         arches_requested=(archs or combo.arches).torch(), arches_embedded=embedded,
-        arch_policy=req.arch_policy or recipe.arches.policy, checks=checks, torch=combo.torch,
+        arch_policy=effective_policy(recipe, combo, req), checks=checks, torch=combo.torch,
         python=combo.python, cuda=str(env.toolkit.version), build_seconds=seconds, log=str(log),
         reason=note)
     house.publish(wheel, entry)
@@ -235,6 +236,8 @@ def _produce_wheel(project: Project, req: BuildRequest, combo: Combo, env: venv.
                         cache_dir=project.state_dir / "cache", dest=work / "src",
                         stamp=_source_stamp(recipe))
     _apply_patches(project, recipe, src)
+    if effective_policy(recipe, combo, req) == "native":
+        _apply_patches(project, replace(recipe, patches=recipe.arches.native_patches), src)
     defines = []
     for var, extra in recipe.extra_sources:   # e.g. upstream C++ sources for a native/ project
         root = sources.fetch(extra, project_root=project.root,
@@ -317,12 +320,35 @@ def smoke_script(project: Project, recipe: Recipe) -> Path | None:
     return path if path.is_file() else None
 
 
+@cache
+def effective_policy(recipe: Recipe, combo: Combo, req: BuildRequest) -> str:
+    """The arch policy this build uses: the command line's, else the recipe's; ``auto`` means
+    ``native`` (the package patched to know every target, own SASS) when the recipe has such
+    patches and the toolkit compiles every target, else ``ptx`` (nearest known arch + PTX)."""
+    policy = req.arch_policy or recipe.arches.policy
+    if policy != "auto":
+        return policy
+    unknown = [t.arch for t in combo.arches if t.arch.base not in recipe.arches.supported]
+    if not unknown:
+        return "native"
+    try:
+        check_supported(combo.arches, combo.accel.cuda)
+    except ConfigError:
+        can = False
+    else:
+        can = bool(recipe.arches.native_patches)
+    if not can:
+        console.print(f"[yellow]{recipe.name}[/]: arch policy auto -> ptx: "
+                      f"{' '.join(map(str, unknown))} not in its table and no native patch / "
+                      f"toolkit support; they run by PTX JIT")
+        return "ptx"
+    return "native"
+
+
 def _package_arches(recipe: Recipe, combo: Combo, req: BuildRequest) -> ArchList | None:
     if recipe.kind == "prebuilt" and not recipe.arches.supported:
         return None
-    rule = recipe.arches
-    if req.arch_policy and rule.supported:
-        rule = replace(rule, policy=req.arch_policy)
+    rule = replace(recipe.arches, policy=effective_policy(recipe, combo, req))
     return rule.map(combo.arches)
 
 

@@ -14,7 +14,7 @@ from .errors import ConfigError, NothingToDo
 from .project import Project
 
 BUILD_KINDS = ("setuptools", "cmake", "prebuilt")
-ARCH_POLICIES = ("native", "ptx", "skip", "error")
+ARCH_POLICIES = ("auto", "native", "ptx", "skip", "error")
 RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "pip_args", "source",
                "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
                "notes"}
@@ -53,6 +53,7 @@ class ArchRule:
     env: tuple[tuple[str, str], ...] = ()   # extra variables, rendered from the mapped list
     ptx: bool = True           # False: the package emits no PTX (flash-attn); +PTX is dropped
     device_code: bool = True   # False: C++-only package (pointseg); no fatbin expected
+    native_patches: tuple[str, ...] = ()   # applied under the native policy (cumm's table)
 
     def map(self, archs: ArchList) -> ArchList:
         if self.supported:
@@ -139,7 +140,8 @@ def parse_recipe(path: Path) -> Recipe:
         patches=tuple(data.get("patches", ())),
         arches=ArchRule(policy, tuple(arch.get("supported", ())),
                         tuple(sorted(arch.get("env", {}).items())), bool(arch.get("ptx", True)),
-                        bool(arch.get("device_code", True))),
+                        bool(arch.get("device_code", True)),
+                        tuple(arch.get("native_patches", ()))),
         env=tuple(sorted(data.get("env", {}).items())),
         prebuilt=tuple(prebuilt.get("requirements", ())),
         prebuilt_find_links=prebuilt.get("find_links", ""),

@@ -1,0 +1,49 @@
+from cuforge.arches import parse_arch_list
+from cuforge.combos import select_combo, with_overrides
+from cuforge.pipeline import BuildRequest, _package_arches, effective_policy
+from cuforge.project import find_project
+from cuforge.recipes import ArchRule, Recipe, Source
+
+CUMM = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
+
+
+def _recipe(policy: str, native_patches=()) -> Recipe:
+    return Recipe(name="cumm", kind="setuptools", source=Source(path="x"),
+                  arches=ArchRule(policy, CUMM, native_patches=tuple(native_patches)))
+
+
+def _combo(arches: str, accel: str = "cu130"):
+    combo = select_combo(find_project(), python="3.12", accel=accel)
+    return with_overrides(combo, arches=arches)
+
+
+def test_auto_is_native_when_patched_and_the_toolkit_compiles_it():
+    combo = _combo("12.0;12.1+PTX")
+    recipe = _recipe("auto", ["cumm-native-arches"])
+    req = BuildRequest(combo=combo)
+    assert effective_policy(recipe, combo, req) == "native"
+    assert _package_arches(recipe, combo, req).torch() == "12.0;12.1+PTX"
+
+
+def test_auto_is_ptx_without_a_native_patch():
+    combo = _combo("12.0;12.1+PTX")
+    recipe = _recipe("auto")
+    req = BuildRequest(combo=combo)
+    assert effective_policy(recipe, combo, req) == "ptx"
+    assert _package_arches(recipe, combo, req).torch() == "12.0+PTX"
+
+
+def test_command_line_policy_wins():
+    combo = _combo("12.0;12.1+PTX")
+    recipe = _recipe("auto", ["cumm-native-arches"])
+    req = BuildRequest(combo=combo, arch_policy="ptx")
+    assert effective_policy(recipe, combo, req) == "ptx"
+
+
+def test_flash_attn_style_no_ptx_and_skip():
+    combo = _combo("12.0+PTX")
+    rule = ArchRule("skip", ("8.0", "9.0", "10.0", "12.0"), ptx=False)
+    recipe = Recipe(name="flash-attn", kind="setuptools", source=Source(path="x"), arches=rule)
+    assert _package_arches(recipe, combo, BuildRequest(combo=combo)).torch() == "12.0"
+    only_121 = _combo("12.1")
+    assert len(_package_arches(recipe, only_121, BuildRequest(combo=only_121))) == 0
