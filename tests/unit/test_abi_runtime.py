@@ -10,3 +10,11 @@ def test_runtime_vs_own_symbols():
     assert not is_runtime_symbol("_Z5greetRKSs")
     assert not is_runtime_symbol("_ZN3c106detail14torchCheckFailEPKcS2_jRKSs")
     assert abi_of("_ZN3c106detail14torchCheckFailEPKcS2_jRKSs") == "old"
+
+
+def test_special_names_are_not_old_strings():
+    """typeinfo names of builtin types (seen defined in a gcc 13 build on the H200)."""
+    assert abi_of("_ZTSs") is None          # typeinfo name for short
+    assert abi_of("_ZTSb") is None          # typeinfo name for bool
+    assert abi_of("_ZTISs") == "old"        # typeinfo for std::string (old ABI)
+    assert abi_of("_ZTINSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE") == "new"

@@ -98,7 +98,10 @@ def abi_of(mangled: str) -> Abi | None:
     """``"old"`` / ``"new"`` when the symbol uses a dual-ABI type, else None."""
     if not mangled.startswith("_Z"):
         return None
-    tokens = _tokens(mangled)
+    # Special names put a type right after a prefix: typeinfo name for short is _ZTSs, which
+    # must not read as the old-string substitution "Ss" (seen on gcc 13: _ZTSs, _ZTSb).
+    special = mangled[:4] in ("_ZTS", "_ZTI", "_ZTV", "_ZTT", "_ZGV")
+    tokens = _tokens(mangled[4:] if special else mangled[2:])
     if any(kind == "name" and text in ("__cxx11", "cxx11") for kind, text in tokens):
         return "new"  # std::__cxx11:: namespace or the [abi:cxx11] tag
     for k, (kind, text) in enumerate(tokens):
