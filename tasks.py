@@ -51,11 +51,11 @@ def shell(c, python="3.11", accel="cu130", combo=""):
 
 @task(help={"path": "a wheelhouse directory or wheel files", "json": "machine-readable output"})
 def verify(c, path, python="3.11", accel="cu130", combo="", cuda_arch="", json=False,
-           interpreter=""):
+           interpreter="", models=False):
     """Re-run all checks (ABI, symbols, fatbin, import, smoke) on wheels, against a combo."""
     _cuforge(c, "verify", *path.split(","), "--python", python, "--accel", accel,
              *_flag("--combo", combo), *_flag("--cuda-arch", cuda_arch), *_flag("--json", json),
-             *_flag("--interpreter", interpreter))
+             *_flag("--interpreter", interpreter), *_flag("--models", models))
 
 
 @task

@@ -75,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     _combo_args(v)
     v.add_argument("--cuda-arch", default="", help="arches the wheels must cover")
     v.add_argument("--json", action="store_true", help="machine-readable output")
+    v.add_argument("--models", action="store_true",
+                   help="also run smoke/models/*.py with all the wheels together")
     v.set_defaults(func=_cmd_verify)
 
     d = sub.add_parser("doctor", help="check the machine: pythons, uv, nvcc, compilers, libraries")
@@ -150,7 +152,8 @@ def _cmd_shell(args) -> int:
 def _cmd_verify(args) -> int:
     from .verifycmd import verify_paths
     return verify_paths(_project(), _combo(args, arches=args.cuda_arch), args.paths,
-                        as_json=args.json, arches_given=bool(args.cuda_arch))
+                        as_json=args.json, arches_given=bool(args.cuda_arch),
+                        models=args.models)
 
 
 def _cmd_doctor(args) -> int:

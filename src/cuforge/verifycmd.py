@@ -34,8 +34,28 @@ def _package_of(wheel: Path) -> str:
     return wheel.name.split("-")[0].replace("_", "-").lower()
 
 
+def model_reports(project: Project, env, wheels: list[Path]) -> list:
+    """Run every ``smoke/models/*.py`` with all ``wheels`` importable together (the model stage:
+    packages working with each other), reported like one package per model."""
+    import tempfile
+
+    from .verify import CheckResult, WheelReport
+    from .verify.smoke import check_smoke
+    from .verify.wheel import import_roots, unpack
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        roots: list[Path] = []
+        for i, wheel in enumerate(wheels):
+            roots += import_roots(unpack(wheel, Path(tmp) / str(i)))
+        for script in sorted((project.smoke_dir / "models").glob("*.py")):
+            result = check_smoke(env.python, script, roots)
+            out.append(WheelReport(script, f"model:{script.stem}",
+                                   [CheckResult("smoke", result.status, result.detail)]))
+    return out
+
+
 def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: bool,
-                 arches_given: bool) -> int:
+                 arches_given: bool, models: bool = False) -> int:
     from .verify import render_table, reports_to_json, verify_wheel
     env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log")
     recipes = {name.lower(): r for name, r in load_recipes(project).items()}
@@ -47,6 +67,8 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
         smoke = smoke_script(project, recipe) if recipe else None
         modules = list(recipe.modules) if recipe else None
         reports.append(verify_wheel(wheel, ctx, smoke=smoke, modules=modules))
+    if models:
+        reports += model_reports(project, env, collect_wheels(paths))
     if as_json:
         print(reports_to_json(reports))
     else:

@@ -131,7 +131,9 @@ def merge(check: str, per_file: list[tuple[str, CheckResult]], *, empty: str) ->
 def _cell(result: CheckResult | None, width: int) -> str:
     if result is None:
         return "[dim]-[/dim]"
-    text = result.status if result.status == "pass" else f"{result.status}: {result.summary}"
+    text = result.status if result.status == "pass" else (
+        result.summary if result.summary.startswith(result.status)
+        else f"{result.status}: {result.summary}")
     if result.status != "pass" and len(text) > width:
         text = text[: width - 1] + "…"
     return f"[{_STYLE[result.status]}]{_escape(text)}[/]"
