@@ -36,8 +36,20 @@ def _make_build_session(combo_id: str) -> None:
     nox.session(name=f"build-{combo_id}")(build)
 
 
+def _make_slow_session(combo_id: str) -> None:
+    def slow(session: nox.Session) -> None:
+        session.install("-e", ".")
+        session.run("cuforge", "build", "--combo", combo_id, "--only", "all", "--keep-going",
+                    *session.posargs)
+
+    slow.__doc__ = (f"Build every recipe for {combo_id}, real sources (hours on 2 cores; "
+                    "failures are recorded, dependents skipped).")
+    nox.session(name=f"slow-{combo_id}")(slow)
+
+
 for _id in _combo_ids():
     _make_build_session(_id)
+    _make_slow_session(_id)
 
 
 @nox.session

@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="build, verify and publish wheels for one combo")
     _combo_args(b)
-    b.add_argument("--only", default="", help="comma-separated packages (dependencies follow)")
+    b.add_argument("--only", default="", help="comma-separated packages (dependencies follow); 'all' = every recipe")
     b.add_argument("--cuda-arch", default="", help='override arches, e.g. "12.0;12.1+PTX"')
     b.add_argument("--torch", default="", help="torch version (one the combo declares or any)")
     b.add_argument("--jobs", type=int, default=0, help="parallel compile jobs "

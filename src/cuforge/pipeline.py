@@ -71,6 +71,8 @@ def resolve_plan(project: Project, req: BuildRequest) -> list[Recipe]:
                               hint=f"known packages: {', '.join(sorted(recipes))}")
         recipes[name] = replace(recipes[name], source=sources.Source(path=str(path)))
     wanted = list(req.packages or req.combo.packages)
+    if wanted == ["all"]:
+        wanted = sorted(recipes)
     return plan(recipes, wanted)
 
 
@@ -360,6 +362,11 @@ def _job_env(env: venv.ComboEnv, recipe: Recipe, archs: ArchList, jobs: int
     fmt = {"torch_list": archs.torch(), "cmake_list": archs.cmake(),
            "compact": ";".join(a.number for a in archs.sass), "cuda": str(env.toolkit.version),
            "accel": env.combo.accel.tag}
+    if recipe.arches.append_gencode:
+        # Arches change the output, and ccache does not hash NVCC_APPEND_FLAGS: keep torch's
+        # automatic compiler cache off for such builds.
+        base["NVCC_APPEND_FLAGS"] += " " + " ".join(archs.gencode_flags())
+        base["TORCH_NO_COMPILER_WRAPPER"] = "1"
     base.update({k: v.format(**fmt) for k, v in recipe.arches.env})
     base.update({k: v.format(**fmt) for k, v in recipe.env})
     return tuple(sorted(base.items()))

@@ -54,6 +54,9 @@ class ArchRule:
     ptx: bool = True           # False: the package emits no PTX (flash-attn); +PTX is dropped
     device_code: bool = True   # False: C++-only package (pointseg); no fatbin expected
     native_patches: tuple[str, ...] = ()   # applied under the native policy (cumm's table)
+    # True: also append -gencode flags to every nvcc call (NVCC_APPEND_FLAGS), for packages
+    # whose own .cu files get nvcc's default arch (cumm, spconv: sm_75 + compute_75).
+    append_gencode: bool = False
 
     def map(self, archs: ArchList) -> ArchList:
         if self.supported:
@@ -141,7 +144,8 @@ def parse_recipe(path: Path) -> Recipe:
         arches=ArchRule(policy, tuple(arch.get("supported", ())),
                         tuple(sorted(arch.get("env", {}).items())), bool(arch.get("ptx", True)),
                         bool(arch.get("device_code", True)),
-                        tuple(arch.get("native_patches", ()))),
+                        tuple(arch.get("native_patches", ())),
+                        bool(arch.get("append_gencode", False))),
         env=tuple(sorted(data.get("env", {}).items())),
         prebuilt=tuple(prebuilt.get("requirements", ())),
         prebuilt_find_links=prebuilt.get("find_links", ""),

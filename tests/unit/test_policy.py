@@ -47,3 +47,24 @@ def test_flash_attn_style_no_ptx_and_skip():
     assert _package_arches(recipe, combo, BuildRequest(combo=combo)).torch() == "12.0"
     only_121 = _combo("12.1")
     assert len(_package_arches(recipe, only_121, BuildRequest(combo=only_121))) == 0
+
+
+def test_append_gencode_reaches_every_nvcc_call_with_the_compiler_cache_off():
+    from dataclasses import replace as dc_replace
+    from pathlib import Path
+
+    from cuforge.pipeline import _job_env
+    from cuforge.toolchain import Toolkit
+    from cuforge.torchinfo import TorchInfo
+    from cuforge.venv import ComboEnv
+    combo = _combo("12.0;12.1+PTX")
+    info = TorchInfo(python=Path("/x/bin/python"), py_version="3.12", site_packages=Path("/x"),
+                     machine="x86_64", torch="2.14.1", cuda="13.0")
+    env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True)
+    recipe = _recipe("ptx")
+    plain = dict(_job_env(env, recipe, combo.arches, 2))
+    assert plain["NVCC_APPEND_FLAGS"] == "-t 2" and "TORCH_NO_COMPILER_WRAPPER" not in plain
+    rule = dc_replace(recipe.arches, append_gencode=True)
+    env_vars = dict(_job_env(env, dc_replace(recipe, arches=rule), combo.arches, 2))
+    assert "-gencode=arch=compute_121,code=[sm_121,compute_121]" in env_vars["NVCC_APPEND_FLAGS"]
+    assert env_vars["TORCH_NO_COMPILER_WRAPPER"] == "1"
