@@ -15,6 +15,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from .digest import sha256_of
 from .errors import SourceError
 from .recipes import Source
 from .runner import Step, capture
@@ -135,9 +136,9 @@ def _extract_sdist(source: Source, cache: Path, dest: Path) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     archive = cache / source.sdist.rsplit("/", 1)[-1].split("#")[0]
     with FileLock(str(archive) + ".lock"):
-        if not archive.exists() or _sha256(archive) != source.sha256:
+        if not archive.exists() or sha256_of(archive) != source.sha256:
             _download(source.sdist, archive)
-        digest = _sha256(archive)
+        digest = sha256_of(archive)
         if digest != source.sha256:
             archive.unlink()
             raise SourceError(f"checksum mismatch for {source.sdist}: expected sha256 "
@@ -169,11 +170,3 @@ def _download(url: str, target: Path) -> None:
         raise SourceError(f"cannot download {url}: {err}",
                           hint="check your network, or build from a local copy with --src") from None
     tmp.replace(target)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

@@ -8,7 +8,6 @@ build therefore never leaves a half-written wheel or manifest line.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,6 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from filelock import FileLock
+
+from .digest import sha256_of  # noqa: F401  (re-exported: the manifest's wheel hash)
 
 MANIFEST = "manifest.jsonl"
 TABLE = "manifest.txt"
@@ -48,14 +49,6 @@ class Entry:
 
     def line(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class Wheelhouse:
