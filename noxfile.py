@@ -10,7 +10,6 @@ torch and the CUDA toolchain under ``.cuforge/envs/``.
 
 from __future__ import annotations
 
-import sys
 import tomllib
 from pathlib import Path
 

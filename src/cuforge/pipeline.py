@@ -21,8 +21,7 @@ from .errors import BuildError, ConfigError, CuforgeError, VerifyError
 from .project import Project
 from .recipes import Recipe, load_recipes, plan
 from .runner import Step, run
-from .toolchain import Toolkit, build_environment
-from .torchinfo import TorchInfo
+from .toolchain import build_environment
 from .wheelhouse import Entry, Wheelhouse, sha256_of
 
 console = Console(stderr=True, highlight=False)
@@ -79,6 +78,7 @@ def resolve_plan(project: Project, req: BuildRequest) -> list[Recipe]:
 def build(project: Project, req: BuildRequest) -> Outcome:
     order = resolve_plan(project, req)
     if req.dry_run:
+        from .dryrun import dry_run
         dry_run(project, req, order)
         return Outcome()
     log_dir = project.state_dir / "logs" / req.combo.env_id
@@ -395,67 +395,6 @@ def _failed_entry(combo: Combo, recipe: Recipe, reason: str, log: Path, started:
                  source=recipe.source.describe(), torch=combo.torch, python=combo.python,
                  arches_requested=combo.arches.torch(), log=str(log),
                  build_seconds=round(time.monotonic() - started, 1))
-
-
-def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
-    """Print every step's exact command and environment; build nothing, write nothing."""
-    combo = req.combo
-    out = Console(highlight=False, soft_wrap=True)
-    out.print(f"# dry run: combo {combo.id}, torch {combo.torch}, CUDA {combo.accel.cuda}, "
-              f"arches {combo.arches}")
-    out.print(f"# build order: {' -> '.join(r.name for r in order)}")
-    env = _predicted_env(project, combo)
-    if not combo.interpreter and not venv.is_ready(project.state_dir, combo):
-        base = str(_find_python_or_name(combo.python))
-        for step in venv.creation_steps(project.state_dir, combo, base):
-            out.print(step.render(), markup=False)
-    elif not combo.interpreter:
-        out.print(f"# env {venv.env_dir(project.state_dir, combo)} is ready: nothing to install")
-    house = wheel_dir(project, combo)
-    for recipe in order:
-        out.print(f"\n# ---- {recipe.name} ({recipe.kind}) ----")
-        archs = _package_arches(recipe, combo, req)
-        if archs is not None and len(archs) == 0:
-            out.print(f"# would skip {recipe.name}: no requested arch is supported")
-            continue
-        work = project.state_dir / "work" / combo.env_id / recipe.name
-        if recipe.kind != "prebuilt":
-            for step in sources.describe_steps(recipe.source, project.root,
-                                               project.state_dir / "cache", work / "src"):
-                out.print(step.render(), markup=False)
-            for p in recipe.patches:
-                out.print(f"# apply patch set patches/{p}")
-        job = BuildJob(recipe, env.python, work / "src", work / "dist", work / "build",
-                       archs or combo.arches, _job_env(env, recipe, archs or combo.arches,
-                                                       req.jobs), req.verbose,
-                       project.root / "native" / "cmake")
-        for step in steps_for(job):
-            out.print(step.render(), markup=False)
-        out.print(f"# then: verify (abi, symbols, fatbin, import, smoke) and publish into {house}")
-
-
-def _predicted_env(project: Project, combo: Combo) -> venv.ComboEnv:
-    """The env as it will be, without creating it (for --dry-run)."""
-    root = venv.env_dir(project.state_dir, combo)
-    if combo.interpreter or venv.is_ready(project.state_dir, combo):
-        try:
-            return venv.prepare(project.state_dir, combo, log=Path("/dev/null"))
-        except CuforgeError:
-            pass
-    site = root / "lib" / f"python{combo.python}" / "site-packages"
-    info = TorchInfo(python=root / "bin" / "python", py_version=combo.python, site_packages=site,
-                     machine=platform.machine(), torch=combo.torch, torch_full=combo.torch,
-                     cuda=str(combo.accel.cuda), cxx11_abi=True, torch_lib=site / "torch" / "lib",
-                     nvidia_include=(site / "nvidia" / "cu13" / "include",),
-                     nvidia_lib=(site / "nvidia" / "cu13" / "lib",))
-    return venv.ComboEnv(combo, info, Toolkit(root / "cuda", combo.accel.cuda), root, False)
-
-
-def _find_python_or_name(version: str) -> Path | str:
-    try:
-        return venv.find_python(version)
-    except CuforgeError:
-        return f"python{version}"
 
 
 def embedded_arches(wheel: Path) -> dict[str, list[str]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-from pathlib import Path
 
 from . import venv
 from .combos import Combo

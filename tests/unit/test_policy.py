@@ -1,4 +1,3 @@
-from cuforge.arches import parse_arch_list
 from cuforge.combos import select_combo, with_overrides
 from cuforge.pipeline import BuildRequest, _package_arches, effective_policy
 from cuforge.project import find_project
