@@ -17,9 +17,9 @@ def steps(job) -> list[Step]:
         "cmake.define.CUFORGE_CMAKE_DIR": str(job.cmake_dir),
     }
     settings.update({f"cmake.define.{k}": v for k, v in job.defines})
-    if job.verbose:
-        settings["build.verbose"] = "true"
-    argv = [str(job.python), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+    # verbose always: the full compiler output belongs in the package's log
+    settings["build.verbose"] = "true"
+    argv = [str(job.python), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
             "--disable-pip-version-check", "-w", str(job.out_dir)]
     argv += [f"--config-settings={k}={v}" for k, v in settings.items()]
     argv += [*job.recipe.pip_args, str(job.src_dir)]

@@ -6,9 +6,8 @@ from ..runner import Step
 
 
 def steps(job) -> list[Step]:
-    argv = [str(job.python), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+    # -v always: every compiler line goes to the package's log; the console sees it with -v.
+    argv = [str(job.python), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
             "--disable-pip-version-check", "-w", str(job.out_dir), *job.recipe.pip_args,
             str(job.src_dir)]
-    if job.verbose:
-        argv.insert(4, "-v")
     return [Step(tuple(argv), job.env, description=f"build {job.recipe.name} (setuptools)")]
