@@ -139,7 +139,7 @@ def _build_one(project: Project, req: BuildRequest, combo: Combo, env: venv.Comb
     entry = Entry(
         package=recipe.name, status=how, version=_wheel_version(wheel),
         wheel=wheel.name, wheel_sha256=sha256_of(wheel),
-        source=recipe.source.describe() if how == "compiled" else " ".join(recipe.prebuilt),
+        source=describe_sources(recipe) if how == "compiled" else " ".join(recipe.prebuilt),
         arches_requested=(archs or combo.arches).torch(), arches_embedded=embedded,
         arch_policy=effective_policy(recipe, combo, req), checks=checks, torch=combo.torch,
         python=combo.python, cuda=str(env.toolkit.version), build_seconds=seconds, log=str(log),
@@ -234,6 +234,7 @@ def _produce_wheel(project: Project, req: BuildRequest, combo: Combo, env: venv.
             run(step, log=log, stream=req.verbose)
         return _single_wheel(staging, recipe), "prebuilt"
     syslibs.require_headers(recipe)
+    _reset_build_dir_if_sources_changed(work, recipe)
     src = sources.fetch(recipe.source, project_root=project.root,
                         cache_dir=project.state_dir / "cache", dest=work / "src",
                         stamp=_source_stamp(recipe))
@@ -277,6 +278,24 @@ def _install_build_inputs(project: Project, req: BuildRequest, combo: Combo,
                   "--disable-pip-version-check", *wheels),
                  description=f"install the dependencies of {recipe.name}"),
             log=log, stream=req.verbose)
+
+
+def _reset_build_dir_if_sources_changed(work: Path, recipe: Recipe) -> None:
+    """A persistent build dir lets an interrupted build resume, but only for the same sources:
+    files exported by ``git archive`` carry their commit's time, so after a move to an older
+    commit ninja would call stale objects up to date. Any change of source: a fresh build dir."""
+    stamp = _source_stamp(recipe) + "".join(f" {v}={e.describe()}" for v, e in recipe.extra_sources)
+    marker = work / ".build.stamp"
+    if not marker.exists() or marker.read_text() != stamp:
+        shutil.rmtree(work / "build", ignore_errors=True)
+        work.mkdir(parents=True, exist_ok=True)
+        marker.write_text(stamp)
+
+
+def describe_sources(recipe: Recipe) -> str:
+    """The manifest's ``source``: the main source plus any extra ones (tetra's upstream tree)."""
+    extra = "".join(f" {var}={src.describe()}" for var, src in recipe.extra_sources)
+    return recipe.source.describe() + extra
 
 
 def _source_stamp(recipe: Recipe) -> str:
