@@ -106,3 +106,32 @@ def test_dry_run_prints_commands_and_env_and_builds_nothing(built, tmp_path):
     assert "pip wheel -v --no-build-isolation" in text
     assert "cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real;120" in text
     assert not (tmp_path / "wh").exists()
+
+
+def test_verify_command_on_the_wheelhouse(built, tmp_path):
+    """`invoke verify` re-runs every check, as JSON too; a broken wheel makes it exit non-zero."""
+    wh, env, _ = built
+    out = cuforge("verify", str(wh / COMBO_DIR), "--combo", "3.11-cu130", "--json", "--models",
+                  env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    assert report["ok"] is True
+    by_package = {w["package"]: {r["check"]: r["status"] for r in w["results"]}
+                  for w in report["wheels"]}
+    assert by_package["cuforge-demo"]["fatbin"] == "pass"
+    assert by_package["cuforge-demo"]["smoke"] == "skipped"          # never "pass" without GPU
+    assert by_package["model:ptv3_tiny"]["smoke"] == "skipped"
+    good = next((wh / COMBO_DIR).glob("cuforge_demo-*.whl"))
+    broken = tmp_path / good.name
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(broken, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith("__init__.py"):
+                data = b"import torch\nfrom ._C import does_not_exist\n"
+            dst.writestr(item, data)
+    out = cuforge("verify", str(broken), "--combo", "3.11-cu130", "--cuda-arch", "12.0;12.1+PTX",
+                  "--json", env=env)
+    assert out.returncode == 7
+    results = {r["check"]: r for r in json.loads(out.stdout)["wheels"][0]["results"]}
+    assert results["import"]["status"] == "fail" and "does_not_exist" in results["import"]["detail"]
+    assert results["fatbin"]["status"] == "pass"     # the .so itself is still fine
