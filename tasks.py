@@ -24,14 +24,14 @@ def _flag(name: str, value) -> list[str]:
             "src": "NAME=PATH: build NAME from a local checkout"}, iterable=["src"])
 def build(c, python="3.11", accel="cu130", combo="", only="", cuda_arch="", torch="", jobs=0,
           verbose=False, dry_run=False, keep_going=False, src=None, interpreter="",
-          force_source=False, arch_policy=""):
+          force_source=False, arch_policy="", rebuild=False):
     """Build, verify and publish wheels for one combo (same as `nox -s build-<py>-<accel>`)."""
     args = ["build", "--python", python, "--accel", accel]
     args += _flag("--combo", combo) + _flag("--only", only) + _flag("--cuda-arch", cuda_arch)
     args += _flag("--torch", torch) + _flag("--jobs", jobs or "") + _flag("-v", verbose)
     args += _flag("--dry-run", dry_run) + _flag("--keep-going", keep_going)
     args += _flag("--interpreter", interpreter) + _flag("--force-source", force_source)
-    args += _flag("--arch-policy", arch_policy)
+    args += _flag("--arch-policy", arch_policy) + _flag("--rebuild", rebuild)
     for item in src or []:
         args += ["--src", item]
     _cuforge(c, *args)

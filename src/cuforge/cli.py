@@ -60,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--prefer-prebuilt", action="store_true", default=True,
                      help="use a recipe's prebuilt wheel when it passes checks (default)")
     b.add_argument("--skip-smoke", action="store_true", help="do not run kernel smoke tests")
+    b.add_argument("--rebuild", action="store_true",
+                   help="rebuild packages whose wheel in the wheelhouse is up to date")
     b.set_defaults(func=_cmd_build)
 
     m = sub.add_parser("matrix", help="print every combo and its build plan")
@@ -129,7 +131,7 @@ def _cmd_build(args) -> int:
         jobs=args.jobs or default_jobs(), verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=tuple(srcs),
         prefer_prebuilt=not args.force_source, arch_policy=args.arch_policy,
-        skip_smoke=args.skip_smoke)
+        skip_smoke=args.skip_smoke, rebuild=args.rebuild)
     outcome = build(_project(), req)
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)

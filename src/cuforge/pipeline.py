@@ -41,6 +41,7 @@ class BuildRequest:
     prefer_prebuilt: bool = True
     arch_policy: str = ""          # overrides every recipe's policy (e.g. cumm: ptx | native)
     skip_smoke: bool = False
+    rebuild: bool = False          # rebuild packages whose wheel is up to date
 
 
 @dataclass
@@ -102,6 +103,12 @@ def build(project: Project, req: BuildRequest) -> Outcome:
             broken.add(recipe.name)
             outcome.entries.append(entry)
             continue
+        current = None if req.rebuild else up_to_date(project, house, combo, req, recipe)
+        if current is not None:
+            console.print(f"[green]up to date[/] {current.wheel} (same recipe, patches, sources, "
+                          "arches and torch; --rebuild to build again)")
+            outcome.entries.append(current)
+            continue
         entry = _build_one(project, req, combo, env, recipe, house, log_dir)
         outcome.entries.append(entry)
         if entry.status == "FAILED":
@@ -109,6 +116,40 @@ def build(project: Project, req: BuildRequest) -> Outcome:
             if not req.keep_going:
                 break
     return outcome
+
+
+def recipe_digest(project: Project, recipe: Recipe) -> str:
+    """sha256 over the recipe file and every file of its patch sets: edits to either make an
+    existing wheel out of date."""
+    from hashlib import sha256
+    h = sha256()
+    files = [recipe.file] if recipe.file else []
+    for name in (*recipe.patches, *recipe.arches.native_patches):
+        files += sorted(p for p in (project.patches_dir / name).rglob("*") if p.is_file())
+    for f in files:
+        h.update(str(f.relative_to(project.root) if f.is_relative_to(project.root) else f)
+                 .encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def up_to_date(project: Project, house: Wheelhouse, combo: Combo, req: BuildRequest,
+               recipe: Recipe) -> Entry | None:
+    """The wheelhouse entry that already satisfies this build, if any. Local paths (our
+    native/ projects, --src checkouts) change without a version, so they always rebuild (the
+    persistent build dir makes that cheap)."""
+    if recipe.source.path or recipe.kind == "prebuilt":
+        return None
+    entry = house.latest().get(recipe.name)
+    if entry is None or entry.status not in ("compiled", "prebuilt") or not entry.wheel:
+        return None
+    archs = _package_arches(recipe, combo, req)
+    wheel = house.dir / entry.wheel
+    same = (entry.recipe_digest == recipe_digest(project, recipe)
+            and entry.arches_requested == (archs or combo.arches).torch()
+            and entry.arch_policy == effective_policy(recipe, combo, req)
+            and entry.torch == combo.torch and entry.python == combo.python)
+    return entry if same and wheel.exists() and sha256_of(wheel) == entry.wheel_sha256 else None
 
 
 def _build_one(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
@@ -143,7 +184,7 @@ def _build_one(project: Project, req: BuildRequest, combo: Combo, env: venv.Comb
         arches_requested=(archs or combo.arches).torch(), arches_embedded=embedded,
         arch_policy=effective_policy(recipe, combo, req), checks=checks, torch=combo.torch,
         python=combo.python, cuda=str(env.toolkit.version), build_seconds=seconds, log=str(log),
-        reason=note)
+        reason=note, recipe_digest=recipe_digest(project, recipe))
     house.publish(wheel, entry)
     console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
                   f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "

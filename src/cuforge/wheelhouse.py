@@ -45,6 +45,7 @@ class Entry:
     build_seconds: float = 0.0
     log: str = ""
     reason: str = ""
+    recipe_digest: str = ""            # recipe + patch files; a change makes the wheel stale
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def line(self) -> str:
@@ -86,7 +87,9 @@ class Wheelhouse:
         out = []
         for line in path.read_text().splitlines():
             if line.strip():
-                out.append(Entry(**json.loads(line)))
+                data = json.loads(line)
+                known = {k: v for k, v in data.items() if k in Entry.__dataclass_fields__}
+                out.append(Entry(**known))   # lines from older cuforge versions stay readable
         return out
 
     def latest(self) -> dict[str, Entry]:
