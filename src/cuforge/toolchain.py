@@ -87,7 +87,9 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path) -> Toolkit:
 
     CUDA 13 wheels share ``nvidia/cu13``; CUDA 12 wheels spread over ``nvidia/cuda_nvcc``,
     ``nvidia/cuda_runtime``, ... Tools expect one root with ``lib64`` and an unversioned
-    ``libcudart.so``, so both layouts are linked into ``dest`` (rebuilt each time: cheap).
+    ``libcudart.so``, so both layouts are linked into ``dest``. An existing root made from the
+    same parts is left alone (another build may be compiling with it right now); a new one is
+    made beside it and renamed into place.
     """
     nvidia = site_packages / "nvidia"
     parts = sorted(p for p in nvidia.glob("*") if p.is_dir()) if nvidia.is_dir() else []
@@ -95,17 +97,26 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path) -> Toolkit:
         raise ToolchainError(f"no nvcc among the nvidia-cuda-* wheels in {site_packages}",
                              hint="the combo env is incomplete: rerun the build, or delete "
                              f"{dest.parent} to recreate it")
-    if dest.exists():
-        shutil.rmtree(dest)
-    for sub in ("bin", "include", "lib", "nvvm"):
-        (dest / sub).mkdir(parents=True)
-        for part in parts:
-            _link_children(part / sub, dest / sub)
-    for lib in (dest / "lib").glob("libcudart.so.*"):
-        plain = dest / "lib" / "libcudart.so"
-        if not plain.exists():
-            plain.symlink_to(lib.name)
-    (dest / "lib64").symlink_to("lib")
+    stamp = "\n".join(str(p) for p in parts)
+    marker = dest / ".cuforge-toolkit"
+    if not (marker.exists() and marker.read_text() == stamp):
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        for sub in ("bin", "include", "lib", "nvvm"):
+            (tmp / sub).mkdir(parents=True)
+            for part in parts:
+                _link_children(part / sub, tmp / sub)
+        for lib in (tmp / "lib").glob("libcudart.so.*"):
+            plain = tmp / "lib" / "libcudart.so"
+            if not plain.exists():
+                plain.symlink_to(lib.name)
+        (tmp / "lib64").symlink_to("lib")
+        (tmp / ".cuforge-toolkit").write_text(stamp)
+        old = dest.with_name(f".{dest.name}.old.{os.getpid()}")
+        if dest.exists():
+            dest.rename(old)
+        tmp.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
     return Toolkit(dest, nvcc_version(dest / "bin" / "nvcc"))
 
 

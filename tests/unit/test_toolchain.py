@@ -23,3 +23,21 @@ def test_root_of_a_wrapper_nvcc(tmp_path):
 
 def test_default_jobs_is_bounded():
     assert 1 <= default_jobs()
+
+
+def test_assembled_toolkit_is_left_alone_when_unchanged(tmp_path):
+    """A second build must not rebuild the toolkit root under a running compiler."""
+    from cuforge.toolchain import assemble_pypi_toolkit
+    site = tmp_path / "site"
+    nvcc = site / "nvidia" / "cu13" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text('#!/bin/sh\necho "Cuda compilation tools, release 13.0, V13.0.88"\n')
+    nvcc.chmod(0o755)
+    (site / "nvidia" / "cu13" / "lib").mkdir()
+    (site / "nvidia" / "cu13" / "lib" / "libcudart.so.13").write_text("")
+    first = assemble_pypi_toolkit(site, tmp_path / "cuda")
+    inode = (first.root / "bin").stat().st_ino
+    assert str(first.version) == "13.0"
+    assert (first.root / "lib64" / "libcudart.so").exists()
+    second = assemble_pypi_toolkit(site, tmp_path / "cuda")
+    assert (second.root / "bin").stat().st_ino == inode
