@@ -9,29 +9,11 @@ if not torch.cuda.is_available():
     print("skipped: no GPU")
     sys.exit(77)
 
+from _knn_check import K, SIZES, assert_knn, batches  # noqa: E402
 from pointops2.pointops import knnquery  # noqa: E402
 
-K = 8
-gen = torch.Generator().manual_seed(0)
-sizes = (700, 300)
-xyz = torch.rand(sum(sizes), 3, generator=gen)
-offset = torch.tensor([sizes[0], sum(sizes)], dtype=torch.int32)   # cumulative batch ends
+xyz, offset = batches()
 points = xyz.cuda().contiguous()
 idx, dist = knnquery(K, points, points, offset.cuda(), offset.cuda())
-idx, dist = idx.cpu().long(), dist.cpu()
-
-start = 0
-for end in offset.tolist():
-    d = torch.cdist(xyz[start:end].double(), xyz[start:end].double())
-    want = d.topk(K, largest=False)
-    torch.testing.assert_close(dist[start:end].sort(1).values.double(), want.values,
-                               rtol=1e-4, atol=1e-5)
-    local = idx[start:end]
-    if start and local.min() >= start:                 # global indices (the usual layout)
-        local = local - start
-    got_sets = [set(row) for row in local.tolist()]
-    want_sets = [set(row) for row in want.indices.tolist()]
-    differ = sum(g != w for g, w in zip(got_sets, want_sets))
-    assert differ <= 2, f"{differ} neighbour sets differ (more than distance ties explain)"
-    start = end
-print(f"pass: pointops2.knnquery matches brute-force {K}-NN in {len(sizes)} batches")
+assert_knn(xyz, offset, idx, dist)
+print(f"pass: pointops2.knnquery matches brute-force {K}-NN in {len(SIZES)} batches")
