@@ -120,7 +120,9 @@ def test_compiled_from_the_pinned_upstream_and_verified(built):
     entry = _entry(built)
     assert entry["status"] == "compiled"
     assert entry["torch"] == "2.14.1" and entry["python"] == "3.11"
-    assert entry["source"] == "native/tetra_triangulation"
+    # our CMake project plus the pinned upstream tree it compiled
+    assert entry["source"] == (f"native/tetra_triangulation TETRA_SOURCE_DIR={built['url']}"
+                               f"@{built['commit']}:submodules/tetra_triangulation")
     checks = entry["checks"]
     # upstream's FindTorch.cmake forces _GLIBCXX_USE_CXX11_ABI=0: here torch's ABI (1) is used
     assert checks["abi"].startswith("pass"), checks["abi"]
