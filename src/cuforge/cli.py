@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -19,7 +20,12 @@ from .errors import ConfigError, CuforgeError
 err_console = Console(stderr=True, highlight=False)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt   # SIGTERM unwinds like Ctrl-C: running compilers are stopped
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from collections import deque
@@ -46,12 +47,28 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     if log:
         log.parent.mkdir(parents=True, exist_ok=True)
     try:
+        # Own process group, so an interrupted cuforge can stop the whole compiler tree.
         proc = subprocess.Popen(step.argv, cwd=step.cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace",
-                                bufsize=1)
+                                bufsize=1, start_new_session=True)
     except FileNotFoundError:
         raise error(f"command not found: {step.argv[0]}",
                     hint="run `invoke doctor` to see which tool is missing") from None
+    try:
+        code = _pump(proc, step, log, stream, tail, captured, timeout)
+    except BaseException:
+        _stop_group(proc)    # Ctrl-C / SIGTERM: no orphaned nvcc keeps writing into work/
+        raise
+    if code != 0:
+        where = f"\n  full log: {log}" if log else ""
+        what = step.description or shlex.join(step.argv[:3])
+        raise error(f"{what} failed (exit {code}); last lines:\n" + "".join(tail).rstrip()
+                    + where)
+    return "".join(captured if not log else tail)
+
+
+def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
+          tail: deque[str], captured: list[str], timeout: float | None) -> int:
     with open(log, "a") if log else _NullFile() as sink:
         if log:
             sink.write(f"\n$ {step.render()}\n")
@@ -66,16 +83,24 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
                 sys.stdout.write(line)
                 sys.stdout.flush()
         try:
-            code = proc.wait(timeout=timeout)
+            return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            code = -9
-    if code != 0:
-        where = f"\n  full log: {log}" if log else ""
-        what = step.description or shlex.join(step.argv[:3])
-        raise error(f"{what} failed (exit {code}); last lines:\n" + "".join(tail).rstrip()
-                    + where)
-    return "".join(captured if not log else tail)
+            _stop_group(proc)
+            return -9
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Terminate the child's whole process group, then kill what is left after 5 s."""
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def capture(argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,

@@ -69,3 +69,30 @@ def test_concurrent_and_killed_writers_leave_only_whole_lines_and_wheels(tmp_pat
             assert zf.testzip() is None
     latest = Wheelhouse(wh).latest()
     assert set(latest) == {"pkga", "pkgb"}
+
+
+def test_terminated_build_leaves_no_orphaned_children(tmp_path):
+    """SIGTERM to cuforge stops the whole child process tree (no nvcc left writing files)."""
+    script = (
+        "import sys\n"
+        "from cuforge.runner import Step, run\n"
+        "from cuforge.cli import main\n"
+        "import signal\n"
+        "from cuforge import cli\n"
+        "signal.signal(signal.SIGTERM, cli._interrupt)\n"
+        f"run(Step(('sh', '-c', 'sleep 300 & echo $! > {tmp_path}/child; wait')))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    for _ in range(100):
+        if (tmp_path / "child").exists() and (tmp_path / "child").read_text().strip():
+            break
+        time.sleep(0.1)
+    child = int((tmp_path / "child").read_text())
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=20)
+    time.sleep(0.5)
+    try:
+        os.kill(child, 0)
+        alive = open(f"/proc/{child}/stat").read().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        alive = False
+    assert not alive, "the grandchild `sleep` survived cuforge's termination"
