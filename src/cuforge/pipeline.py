@@ -212,7 +212,7 @@ def _wheel_for(project: Project, req: BuildRequest, combo: Combo, env: venv.Comb
     say(f"building for {archs or combo.arches}")
     wheel, how = _produce_wheel(project, req, combo, env, recipe, archs, log)
     say("verifying")
-    checks, embedded = _verify(project, req, env, recipe, wheel, archs or combo.arches)
+    checks, embedded = _verify(project, req, env, recipe, wheel, archs or combo.arches, log)
     return wheel, how, checks, embedded, note
 
 
@@ -240,6 +240,10 @@ def _try_prebuilt(project: Project, req: BuildRequest, combo: Combo, env: venv.C
     except CuforgeError as err:
         return None, f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
     smoke = None if req.skip_smoke else smoke_script(project, recipe)
+    try:
+        _install_runtime_requirements(env, wheel, log)
+    except CuforgeError as err:
+        return None, f"prebuilt {wheel.name}: its requirements do not install ({err})"
     report = verify_wheel(wheel, verify_context(env, archs), smoke=smoke,
                           modules=list(recipe.modules))
     bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
@@ -339,6 +343,39 @@ def describe_sources(recipe: Recipe) -> str:
     return recipe.source.describe() + extra
 
 
+def runtime_requirements(wheel: Path) -> list[str]:
+    """The wheel's own ``Requires-Dist`` (extras left out): what ``pip install`` of it would
+    bring, so the import check sees what a user's install sees (torch-sparse needs scipy)."""
+    import zipfile
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+        text = zf.read(meta).decode(errors="replace") if meta else ""
+    reqs = []
+    for line in text.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        try:
+            req = Requirement(line.split(":", 1)[1].strip())
+        except InvalidRequirement:
+            continue
+        if req.marker and "extra" in str(req.marker):
+            continue
+        if req.marker and not req.marker.evaluate():
+            continue
+        reqs.append(str(req))
+    return reqs
+
+
+def _install_runtime_requirements(env: venv.ComboEnv, wheel: Path, log: Path) -> None:
+    from packaging.requirements import Requirement
+    reqs = [r for r in runtime_requirements(wheel) if Requirement(r).name.lower() != "torch"]
+    if reqs:   # already-satisfied ones cost nothing; the combo's torch is never touched
+        run(Step((str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
+                  *reqs), description=f"runtime requirements of {wheel.name}"), log=log)
+
+
 def _source_stamp(recipe: Recipe) -> str:
     """Identifies a source tree + patches: an unchanged stamp lets a build resume in place."""
     return f"{recipe.source.describe()} patches={','.join(recipe.patches)}"
@@ -354,8 +391,10 @@ def _apply_patches(project: Project, recipe: Recipe, src: Path) -> None:
 
 
 def _verify(project: Project, req: BuildRequest, env: venv.ComboEnv, recipe: Recipe,
-            wheel: Path, archs: ArchList) -> tuple[dict[str, str], dict[str, list[str]]]:
+            wheel: Path, archs: ArchList, log: Path
+            ) -> tuple[dict[str, str], dict[str, list[str]]]:
     from .verify import verify_wheel   # the verification layer
+    _install_runtime_requirements(env, wheel, log)
     ctx = verify_context(env, archs if recipe.arches.device_code else None)
     smoke = None if req.skip_smoke else smoke_script(project, recipe)
     report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))

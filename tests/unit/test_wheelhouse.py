@@ -96,3 +96,14 @@ def test_terminated_build_leaves_no_orphaned_children(tmp_path):
     except (ProcessLookupError, FileNotFoundError):
         alive = False
     assert not alive, "the grandchild `sleep` survived cuforge's termination"
+
+
+def test_runtime_requirements_are_read_from_the_wheel(tmp_path):
+    from cuforge.pipeline import runtime_requirements
+    wheel = tmp_path / "torch_sparse-0.6.18-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torch_sparse-0.6.18.dist-info/METADATA",
+                    "Metadata-Version: 2.1\nName: torch_sparse\nVersion: 0.6.18\n"
+                    "Requires-Dist: scipy\nRequires-Dist: pytest ; extra == \"test\"\n"
+                    "Requires-Dist: pywin32 ; sys_platform == \"win32\"\n")
+    assert runtime_requirements(wheel) == ["scipy"]
