@@ -41,3 +41,14 @@ def test_assembled_toolkit_is_left_alone_when_unchanged(tmp_path):
     assert (first.root / "lib64" / "libcudart.so").exists()
     second = assemble_pypi_toolkit(site, tmp_path / "cuda")
     assert (second.root / "bin").stat().st_ino == inode
+
+
+def test_python_lookup_and_a_missing_one(monkeypatch):
+    from cuforge.errors import ToolchainError
+    from cuforge.venv import find_python
+    found = find_python("3.11")                      # PATH or pyenv on this machine
+    assert found.name.startswith("python3.11") and "/shims/" not in str(found)
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
+    with pytest.raises(ToolchainError) as err:
+        find_python("3.99")
+    assert "uv python install 3.99" in str(err.value)
