@@ -3,13 +3,13 @@ are exercised through spconv's smoke test. Exit 0 = pass, 77 = skipped, else fai
 
 import sys
 
-import numpy as np
 import torch
 
 if not torch.cuda.is_available():
     print("skipped: no GPU")
     sys.exit(77)
 
+import numpy as np  # noqa: E402
 from cumm import tensorview as tv  # noqa: E402
 
 data = np.arange(4096, dtype=np.float32).reshape(64, 64)

@@ -111,12 +111,20 @@ def smoke_verdict(returncode: int | None, stdout: str, stderr: str, *,
     return CheckResult("smoke", "fail", f"{describe_exit(returncode)}: {last}\n{stderr.strip()[-2000:]}".rstrip())
 
 
+# Run a smoke script as __main__ with its own directory LAST on sys.path: `python smoke/spconv.py`
+# would put smoke/ first, and `import spconv` would import the script itself (seen on the H200).
+# Shared helpers next to the scripts (_knn_check.py) stay importable.
+_LAUNCHER = ("import os, runpy, sys; script = sys.argv[1]; sys.argv = sys.argv[1:]; "
+             "sys.path.append(os.path.dirname(script)); runpy.run_path(script, run_name='__main__')")
+
+
 def run_smoke(python: Path, script: Path, paths: Sequence[Path] = (), *,
               timeout: float = 300) -> CheckResult:
     """Run ``script`` with ``python`` (no GPU probe) and apply the protocol."""
     if not script.is_file():
         return CheckResult("smoke", "fail", f"smoke script {script} not found")
-    outcome = run_python(python, [str(script.resolve())], paths=paths, timeout=timeout)
+    outcome = run_python(python, ["-c", _LAUNCHER, str(script.resolve())], paths=paths,
+                         timeout=timeout)
     return smoke_verdict(outcome.returncode, outcome.stdout, outcome.stderr, timeout=timeout)
 
 
