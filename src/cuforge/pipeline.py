@@ -226,17 +226,8 @@ def _try_prebuilt(project: Project, req: BuildRequest, combo: Combo, env: venv.C
     the ABI, symbol, CUDA-runtime, fatbin and import checks. Returns (result, why-not)."""
     from .verify import verify_wheel
     staging = project.state_dir / "work" / combo.env_id / recipe.name / "prebuilt"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    pre = replace(recipe, kind="prebuilt",
-                  prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env, archs))
-    job = BuildJob(pre, env.python, staging, staging, staging, archs,
-                   _job_env(env, recipe, archs, req.jobs), req.verbose)
     try:
-        for step in steps_for(job):
-            run(step, log=log, stream=req.verbose)
-        wheel = _single_wheel(staging, recipe)
+        wheel = _download_prebuilt(req, env, recipe, archs, staging, log)
     except CuforgeError as err:
         return None, f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
     smoke = None if req.skip_smoke else smoke_script(project, recipe)
@@ -251,9 +242,23 @@ def _try_prebuilt(project: Project, req: BuildRequest, combo: Combo, env: venv.C
     if bad:
         why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
         return None, f"prebuilt {wheel.name} rejected ({why})"
-    checks = {r.check: r.detail if r.detail.startswith(r.status) else f"{r.status}: {r.detail}"
-              for r in report.results}
+    checks = check_summaries(report)
     return (wheel, checks, embedded_arches(wheel)), ""
+
+
+def _download_prebuilt(req: BuildRequest, env: venv.ComboEnv, recipe: Recipe, archs: ArchList,
+                       staging: Path, log: Path) -> Path:
+    """The recipe's published wheel, downloaded into a fresh ``staging`` directory."""
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    pre = replace(recipe, kind="prebuilt",
+                  prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env, archs))
+    job = BuildJob(pre, env.python, staging, staging, staging, archs,
+                   _job_env(env, recipe, archs, req.jobs), req.verbose)
+    for step in steps_for(job):
+        run(step, log=log, stream=req.verbose)
+    return _single_wheel(staging, recipe)
 
 
 def _fmt(text: str, env: venv.ComboEnv, archs: ArchList) -> str:
@@ -271,13 +276,7 @@ def _produce_wheel(project: Project, req: BuildRequest, combo: Combo, env: venv.
     staging.mkdir(parents=True)
     job_env = _job_env(env, recipe, archs or combo.arches, req.jobs)
     if recipe.kind == "prebuilt":
-        pre = replace(recipe, prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env,
-                                                       archs or combo.arches))
-        job = BuildJob(pre, env.python, work, staging, work / "build",
-                       archs or combo.arches, job_env, req.verbose)
-        for step in steps_for(job):
-            run(step, log=log, stream=req.verbose)
-        return _single_wheel(staging, recipe), "prebuilt"
+        return _download_prebuilt(req, env, recipe, archs or combo.arches, staging, log), "prebuilt"
     syslibs.require_headers(recipe)
     _reset_build_dir_if_sources_changed(work, recipe)
     src = sources.fetch(recipe.source, project_root=project.root,
@@ -398,8 +397,7 @@ def _verify(project: Project, req: BuildRequest, env: venv.ComboEnv, recipe: Rec
     ctx = verify_context(env, archs if recipe.arches.device_code else None)
     smoke = None if req.skip_smoke else smoke_script(project, recipe)
     report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))
-    checks = {r.check: r.detail if r.detail.startswith(r.status) else
-              f"{r.status}: {r.detail}" if r.detail else r.status for r in report.results}
+    checks = check_summaries(report)
     if not report.ok:
         bad = "; ".join(f"{r.check}: {r.detail}" for r in report.results if r.status == "fail")
         raise VerifyError(f"{wheel.name} failed verification: {bad}",
@@ -408,12 +406,16 @@ def _verify(project: Project, req: BuildRequest, env: venv.ComboEnv, recipe: Rec
     return checks, embedded_arches(wheel)
 
 
+def check_summaries(report) -> dict[str, str]:
+    """``{check: "status: detail"}`` for the manifest (details that start with their status,
+    like "skipped: no GPU", are not prefixed twice)."""
+    return {r.check: r.detail if r.detail.startswith(r.status) else
+            f"{r.status}: {r.detail}" if r.detail else r.status for r in report.results}
+
+
 def verify_context(env: venv.ComboEnv, archs: ArchList | None):
-    from .verify import VerifyContext
-    lib_dirs = [env.info.torch_lib, *env.info.nvidia_lib] if env.info.torch_lib else []
-    return VerifyContext(python=env.python, torch_version=env.info.torch,
-                         torch_cuda=env.info.cuda, cxx11_abi=env.info.cxx11_abi,
-                         lib_dirs=tuple(p for p in lib_dirs if p), requested=archs)
+    from .verify import context_from
+    return context_from(env.info, archs)
 
 
 def smoke_script(project: Project, recipe: Recipe) -> Path | None:

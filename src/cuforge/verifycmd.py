@@ -29,11 +29,6 @@ def collect_wheels(paths: list[Path]) -> list[Path]:
     return wheels
 
 
-def _package_of(wheel: Path) -> str:
-    """Distribution name from the file name, normalised like recipe names (dashes)."""
-    return wheel.name.split("-")[0].replace("_", "-").lower()
-
-
 def model_reports(project: Project, env, wheels: list[Path]) -> list:
     """Run every ``smoke/models/*.py`` with all ``wheels`` importable together (the model stage:
     packages working with each other), reported like one package per model."""
@@ -57,11 +52,13 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
 def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: bool,
                  arches_given: bool, models: bool = False) -> int:
     from .verify import render_table, reports_to_json, verify_wheel
+    from .verify.wheel import package_name
     env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log")
-    recipes = {name.lower(): r for name, r in load_recipes(project).items()}
+    from packaging.utils import canonicalize_name
+    recipes = {canonicalize_name(name): r for name, r in load_recipes(project).items()}
     reports = []
     for wheel in collect_wheels(paths):
-        recipe = recipes.get(_package_of(wheel))
+        recipe = recipes.get(package_name(wheel))   # normalised: cuforge-demo, torch-scatter
         archs = combo.arches if arches_given else _requested_from_manifest(wheel) or combo.arches
         ctx = verify_context(env, archs)
         smoke = smoke_script(project, recipe) if recipe else None

@@ -21,8 +21,18 @@ def test_root_of_a_wrapper_nvcc(tmp_path):
     assert root != tmp_path
 
 
-def test_default_jobs_is_bounded():
-    assert 1 <= default_jobs()
+def test_default_jobs_is_bounded_by_cores_and_memory(monkeypatch):
+    """nvcc needs ~2.5 GB per job: memory, not cores, limits a small box."""
+    import cuforge.toolchain as tc
+    monkeypatch.setattr(tc.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(tc, "_mem_available", lambda: 8 * 2**30)     # 8 GiB free
+    assert default_jobs() == 3
+    monkeypatch.setattr(tc, "_mem_available", lambda: 1 * 2**30)     # less than one job's worth
+    assert default_jobs() == 1
+    monkeypatch.setattr(tc, "_mem_available", lambda: 128 * 2**30)   # cores are the limit
+    assert default_jobs() == 16
+    monkeypatch.setattr(tc, "_mem_available", lambda: None)          # unknown: cores
+    assert default_jobs() == 16
 
 
 def test_assembled_toolkit_is_left_alone_when_unchanged(tmp_path):

@@ -14,14 +14,13 @@ Typical use (what ``cuforge verify`` and ``invoke verify`` do)::
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from ..arches import ArchList
 from ..errors import ToolchainError, VerifyError
-from ._proc import last_error_line, run_python
+from ..torchinfo import TorchInfo, probe
 from .abi import check_abi
 from .elf import shared_objects
 from .fatbin import FatbinContainer, check_fatbin, read_fatbin
@@ -32,48 +31,34 @@ from .symbols import LibrarySet, check_cudart, check_symbols
 from .wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
 
 __all__ = [
-    "CHECKS", "CheckResult", "VerifyContext", "WheelReport", "find_wheels", "probe_context",
+    "CHECKS", "CheckResult", "VerifyContext", "WheelReport", "context_from", "find_wheels",
+    "probe_context",
     "render_table", "reports_to_json", "require_ok", "verify_wheel",
 ]
 
-_PROBE_MARK = "cuforge-context:"
-_PROBE = f"""
-import glob, importlib.util, json, os
-import torch
-dirs = [os.path.join(os.path.dirname(torch.__file__), "lib")]
-spec = importlib.util.find_spec("nvidia")
-for base in (list(spec.submodule_search_locations) if spec else []):
-    dirs += sorted(glob.glob(os.path.join(base, "**", "lib"), recursive=True))
-print({_PROBE_MARK!r} + json.dumps({{
-    "torch": torch.__version__, "cuda": torch.version.cuda or "",
-    "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI), "lib_dirs": dirs}}))
-"""
+def context_from(info: TorchInfo, requested: ArchList | None = None) -> VerifyContext:
+    """The checks' view of an interpreter already probed by ``cuforge.torchinfo.probe``: the
+    build pipeline passes the combo env's info, so verification asks nothing twice."""
+    lib_dirs = (info.torch_lib, *info.nvidia_lib) if info.torch_lib else info.nvidia_lib
+    return VerifyContext(python=info.python, torch_version=info.torch, torch_cuda=info.cuda,
+                         cxx11_abi=info.cxx11_abi, lib_dirs=tuple(lib_dirs), requested=requested)
 
 
-def probe_context(python: Path, requested: ArchList | None = None, *,
-                  timeout: float = 300) -> VerifyContext:
+def probe_context(python: Path, requested: ArchList | None = None) -> VerifyContext:
     """Ask ``python`` (one subprocess, ~3 s) for torch's version, CUDA, C++ ABI and library
-    dirs (``torch/lib`` and every ``site-packages/nvidia/**/lib``).
+    dirs (``torch/lib`` and every ``site-packages/nvidia/*/lib``).
 
     Raises ToolchainError when the interpreter is missing or torch does not import.
     """
     if not Path(python).exists():
         raise ToolchainError(f"interpreter {python} does not exist",
                              hint="create the combo's environment first (cuforge env create)")
-    outcome = run_python(Path(python), ["-c", _PROBE], timeout=timeout)
-    line = next((ln for ln in outcome.stdout.splitlines() if ln.startswith(_PROBE_MARK)), None)
-    if line is None:
-        why = ("timed out" if outcome.timed_out else last_error_line(outcome.stderr)
-               or f"exit code {outcome.returncode}")
-        raise ToolchainError(f"cannot read torch's configuration from {python}: {why}",
-                             hint="check that torch imports there: "
-                                  f"{python} -c 'import torch'")
-    info = json.loads(line.removeprefix(_PROBE_MARK))
-    return VerifyContext(
-        python=Path(python), torch_version=info["torch"], torch_cuda=info["cuda"],
-        cxx11_abi=info["cxx11_abi"], lib_dirs=tuple(Path(d) for d in info["lib_dirs"]),
-        requested=requested,
-    )
+    info = probe(Path(python))
+    if not info.has_torch:
+        raise ToolchainError(f"cannot read torch's configuration from {python}: "
+                             f"{info.torch_error}",
+                             hint=f"check that torch imports there: {python} -c 'import torch'")
+    return context_from(info, requested)
 
 
 def find_wheels(path: Path) -> list[Path]:
