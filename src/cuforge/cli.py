@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .console import print_error
 from .errors import ConfigError, CuforgeError
 
 err_console = Console(stderr=True, highlight=False)
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     except CuforgeError as err:
         if os.environ.get("CUFORGE_DEBUG"):
             raise
-        err_console.print(f"[bold red]cuforge: {err.label}:[/] {err}", markup=True)
+        print_error(err_console, err.label, str(err))
         return err.exit_code
     except KeyboardInterrupt:
         err_console.print("cuforge: interrupted; nothing half-written was published")
@@ -45,12 +46,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cuforge", description=__doc__.splitlines()[0])
+    root_help = ("the cuforge project (envs/, recipes/, patches/); default: $CUFORGE_ROOT, "
+                 "the current directory, or the one cuforge came from")
+    p.add_argument("--root", type=Path, default=None, help=root_help)
+    # accepted after the command too (`cuforge patch milo X --root R`); SUPPRESS keeps the
+    # top-level value when it is not given there
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", type=Path, default=argparse.SUPPRESS, help=root_help)
     sub = p.add_subparsers(metavar="COMMAND")
 
-    b = sub.add_parser("build", help="build, verify and publish wheels for one combo")
+    b = sub.add_parser("build", parents=[common],
+                       help="build, verify and publish wheels for one combo")
     _combo_args(b)
     b.add_argument("--only", default="", help="comma-separated packages (dependencies follow); 'all' = every recipe")
-    b.add_argument("--cuda-arch", default="", help='override arches, e.g. "12.0;12.1+PTX"')
+    b.add_argument("--cuda-arch", default=None, help='override arches, e.g. "12.0;12.1+PTX"')
     b.add_argument("--torch", default="", help="torch version (one the combo declares or any)")
     b.add_argument("--jobs", type=int, default=0, help="parallel compile jobs "
                    "(default: min(cores, free memory / 2.5 GB))")
@@ -70,29 +79,36 @@ def _parser() -> argparse.ArgumentParser:
                    help="rebuild packages whose wheel in the wheelhouse is up to date")
     b.set_defaults(func=_cmd_build)
 
-    m = sub.add_parser("matrix", help="print every combo and its build plan")
+    m = sub.add_parser("matrix", parents=[common],
+                       help="print every combo and its build plan")
     m.set_defaults(func=_cmd_matrix)
 
-    s = sub.add_parser("shell", help="open a shell in a combo env with the build env set")
+    s = sub.add_parser("shell", parents=[common],
+                       help="open a shell in a combo env with the build env set")
     _combo_args(s)
     s.add_argument("--print-env", action="store_true", help="print the env instead of a shell")
     s.set_defaults(func=_cmd_shell)
 
-    v = sub.add_parser("verify", help="re-run all checks on wheels or a wheelhouse directory")
+    v = sub.add_parser("verify", parents=[common],
+                       help="re-run all checks on wheels or a wheelhouse directory")
     v.add_argument("paths", nargs="+", type=Path)
     _combo_args(v)
-    v.add_argument("--cuda-arch", default="", help="arches the wheels must cover")
+    v.add_argument("--cuda-arch", default=None, help="arches the wheels must cover")
     v.add_argument("--json", action="store_true", help="machine-readable output")
     v.add_argument("--models", action="store_true",
                    help="also run smoke/models/*.py with all the wheels together")
     v.set_defaults(func=_cmd_verify)
 
-    d = sub.add_parser("doctor", help="check the machine: pythons, uv, nvcc, compilers, libraries")
+    d = sub.add_parser("doctor", parents=[common],
+                       help="check the machine: pythons, uv, nvcc, compilers, libraries")
+    d.add_argument("--gpu-arch", default="",
+                   help="rate the wheelhouses for this GPU (e.g. 12.1) instead of the local one")
     d.set_defaults(func=_cmd_doctor)
 
-    pt = sub.add_parser("patch", help="apply runtime patches to a checkout (milo, pointcept)")
+    pt = sub.add_parser("patch", parents=[common],
+                       help="apply runtime patches to a checkout (milo, pointcept)")
     pt.add_argument("set_name", help="patch set: milo or pointcept")
-    pt.add_argument("root", type=Path, help="the checkout to patch")
+    pt.add_argument("checkout", type=Path, help="the checkout to patch")
     pt.add_argument("--check", action="store_true")
     pt.add_argument("--revert", action="store_true")
     pt.add_argument("--dry-run", action="store_true")
@@ -108,14 +124,24 @@ def _combo_args(p: argparse.ArgumentParser) -> None:
                    help="use this existing Python (with torch) instead of a venv")
 
 
-def _project():
+def _project(args):
     from .project import find_project
-    return find_project()
+    return find_project(root=args.root)
+
+
+def _arches(args) -> str:
+    """``--cuda-arch``: absent means the combo's default; given but empty is a mistake (it used
+    to build the default arches silently)."""
+    if args.cuda_arch is not None and not args.cuda_arch.strip():
+        raise ConfigError("--cuda-arch is empty",
+                          hint='name the targets, e.g. --cuda-arch "12.0;12.1+PTX", or leave the '
+                               "option out to build the combo's default arches")
+    return args.cuda_arch or ""
 
 
 def _combo(args, *, arches: str = "", torch: str = ""):
     from .combos import select_combo, with_overrides
-    combo = select_combo(_project(), python=args.python, accel=args.accel, name=args.combo)
+    combo = select_combo(_project(args), python=args.python, accel=args.accel, name=args.combo)
     return with_overrides(combo, torch=torch or None, arches=arches or None,
                           interpreter=args.interpreter or None)
 
@@ -132,13 +158,13 @@ def _cmd_build(args) -> int:
             raise ConfigError(f"--src {item!r}: expected NAME=PATH", hint="e.g. --src simple-knn=~/code/simple-knn")
         srcs.append((name, Path(path).expanduser().resolve()))
     req = BuildRequest(
-        combo=_combo(args, arches=args.cuda_arch, torch=args.torch),
+        combo=_combo(args, arches=_arches(args), torch=args.torch),
         packages=tuple(p for p in args.only.split(",") if p),
         jobs=args.jobs or default_jobs(), verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=tuple(srcs),
         prefer_prebuilt=not args.force_source, arch_policy=args.arch_policy,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild)
-    outcome = build(_project(), req)
+    outcome = build(_project(args), req)
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)
         err_console.print(f"[bold red]cuforge: failed:[/] {names}")
@@ -148,31 +174,32 @@ def _cmd_build(args) -> int:
 
 def _cmd_matrix(args) -> int:
     from .matrix import print_matrix
-    print_matrix(_project())
+    print_matrix(_project(args))
     return 0
 
 
 def _cmd_shell(args) -> int:
     from .shell import open_shell
-    return open_shell(_project(), _combo(args), print_only=args.print_env)
+    return open_shell(_project(args), _combo(args), print_only=args.print_env)
 
 
 def _cmd_verify(args) -> int:
     from .verifycmd import verify_paths
-    return verify_paths(_project(), _combo(args, arches=args.cuda_arch), args.paths,
-                        as_json=args.json, arches_given=bool(args.cuda_arch),
+    return verify_paths(_project(args), _combo(args, arches=_arches(args)), args.paths,
+                        as_json=args.json, arches_given=bool(_arches(args)),
                         models=args.models)
 
 
 def _cmd_doctor(args) -> int:
     from .doctor import run_doctor
-    return run_doctor(_project())
+    return run_doctor(_project(args), gpu_arch=args.gpu_arch)
 
 
 def _cmd_patch(args) -> int:
     from .patching.commands import run_patch_command
-    return run_patch_command(args.set_name, args.root, check=args.check, revert=args.revert,
-                             dry_run=args.dry_run)
+    return run_patch_command(args.set_name, args.checkout, check=args.check,
+                             revert=args.revert, dry_run=args.dry_run,
+                             patches_dir=_project(args).patches_dir)
 
 
 if __name__ == "__main__":

@@ -1,64 +1,211 @@
-"""``invoke doctor``: what this machine has for each combo and recipe, and what is missing."""
+"""``invoke doctor``: the machine the wheels are built and run on — GPU and driver, memory and
+the parallel jobs it allows, tools, combos, system headers, and for every wheelhouse whether
+this GPU runs each package natively, only through PTX JIT, or not at all."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
-from . import venv
+from . import gpu, venv
+from .arches import Arch, parse_target
 from .combos import load_combos
-from .errors import CuforgeError
+from .console import table
+from .errors import ConfigError, CuforgeError
 from .project import Project
 from .recipes import load_recipes
 from .syslibs import missing_headers
-from .toolchain import default_jobs, find_system_toolkit
+from .toolchain import NVCC_MEM_PER_JOB, _mem_available, default_jobs
+from .wheelhouse import MANIFEST, Wheelhouse
+
+Runs = Literal["native", "compatible", "ptx", "none", "no device code"]
+_STYLE = {"ok": "green", "missing": "red", "old": "red", "info": "cyan", "not yet": "yellow",
+          "native": "green", "compatible": "magenta", "ptx": "yellow", "none": "bold red",
+          "no device code": "green", "?": "yellow"}
 
 
-def run_doctor(project: Project) -> int:
-    table = Table(title="cuforge doctor")
-    for col in ("check", "status", "detail"):
-        table.add_column(col)
-    problems = 0
+@dataclass(frozen=True)
+class WheelRun:
+    """How one wheel's kernels run on one device: the worst kernel group decides."""
 
-    def row(check: str, ok: bool, detail: str) -> None:
-        nonlocal problems
-        problems += not ok
-        table.add_row(check, "[green]ok[/]" if ok else "[red]missing[/]", detail)
+    package: str
+    runs: Runs
+    detail: str
 
+
+def wheel_runs_on(wheel: Path, device: Arch) -> WheelRun:
+    """Read every ``.so``'s fatbin and rate the wheel for ``device``: ``native`` (exact SASS
+    for all kernel groups), ``compatible`` (same-major older SASS), ``ptx`` (some group only
+    has PTX: the driver JIT-compiles it at first launch), ``none`` (some group cannot run)."""
+    from .verify.elf import shared_objects
+    from .verify.fatbin import read_fatbin, runs_on
+    from .verify.wheel import package_name, unpack
+    counts: dict[str, int] = {}
+    ptx_from: set[str] = set()
+    sass: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="cuforge-doctor-") as tmp:
+        for so in shared_objects(unpack(wheel, Path(tmp))):
+            for container in read_fatbin(so) or []:
+                if container.is_link_stub:
+                    continue
+                found = runs_on(container, device)
+                kind = found[0] if found else "none"
+                counts[kind] = counts.get(kind, 0) + 1
+                if found and kind == "ptx":
+                    ptx_from.add(f"compute_{found[1].number}")
+                elif found:
+                    sass.add(f"sm_{found[1].number}")
+    name = package_name(wheel)
+    groups = sum(counts.values())
+    if not groups:
+        return WheelRun(name, "no device code", "no kernels (C++/Python only)")
+    for kind in ("none", "ptx", "compatible", "native"):
+        if counts.get(kind):
+            worst: Runs = kind   # type: ignore[assignment]
+            break
+    n = counts[worst]
+    text = {
+        "none": f"{n} of {groups} kernel groups have no SASS or PTX for sm_{device.number}: "
+                "they fail with 'no kernel image is available'",
+        "ptx": f"{n} of {groups} kernel groups run only by PTX JIT from "
+               f"{', '.join(sorted(ptx_from))}: the first launch is slow (the driver compiles "
+               "them; cached afterwards)",
+        "compatible": f"SASS {' '.join(sorted(sass))} (same major, older minor) for {n} of "
+                      f"{groups} groups: runs, but not tuned for sm_{device.number}",
+        "native": f"native SASS {' '.join(sorted(sass))} for all {groups} kernel groups",
+    }[worst]
+    return WheelRun(name, worst, text)
+
+
+def wheelhouses(root: Path) -> list[Path]:
+    """Every directory under ``root`` with a cuforge manifest."""
+    return sorted(p.parent for p in root.rglob(MANIFEST)) if root.is_dir() else []
+
+
+def run_doctor(project: Project, *, gpu_arch: str = "", console: Console | None = None) -> int:
+    """Print the report; exit 0 when nothing is missing, 3 otherwise."""
+    out = console or Console()
+    rows: list[tuple[str, str, str]] = []
+    report = gpu.probe()
+    device = _device(report, gpu_arch)
+    rows += _machine(report)
+    rows += _tools()
+    rows += _combos(project, report)
+    rows += _headers(project)
+    t = table("check", "status", "detail", title="cuforge doctor", wide=["detail"])
+    for check, status, detail in rows:
+        t.add_row(Text(check), Text(status, style=_STYLE.get(status, "")), Text(detail))
+    out.print(t)
+    for house in wheelhouses(project.wheelhouse):
+        out.print(_wheelhouse_table(house, project.wheelhouse, device))
+    if not wheelhouses(project.wheelhouse):
+        out.print(Text(f"no wheelhouse under {project.wheelhouse} yet (cuforge build makes one)"))
+    problems = sum(status in ("missing", "old") for _, status, _ in rows)
+    return 0 if problems == 0 else 3
+
+
+def _device(report: gpu.GpuReport, gpu_arch: str) -> tuple[Arch, str] | None:
+    """The device wheels are rated for: ``--gpu-arch`` (planning for another machine), else
+    this machine's first GPU, else None."""
+    if gpu_arch:
+        target = parse_target(gpu_arch)
+        if target.ptx:
+            raise ConfigError(f"--gpu-arch {gpu_arch}: a GPU, not a build target",
+                              hint="e.g. --gpu-arch 12.1 (no +PTX)")
+        return target.arch, f"sm_{target.arch.number} (--gpu-arch)"
+    if report.gpus:
+        g = report.gpus[0]
+        return g.arch, f"{g.name} (sm_{g.arch.number})"
+    return None
+
+
+def _machine(report: gpu.GpuReport) -> list[tuple[str, str, str]]:
+    rows = [("GPU", "ok" if report.gpus else "info", report.summary)]
+    if report.driver:
+        rows.append(("driver", "ok", f"{report.driver} (runs CUDA <= {report.driver_cuda})"))
+    avail = _mem_available()
+    mem = f"{avail / 2**30:.1f} GiB available" if avail else "available memory unknown"
+    rows.append(("memory / jobs", "ok",
+                 f"{mem}, {os.cpu_count()} cores → {default_jobs()} parallel compile "
+                 f"jobs (nvcc needs ~{NVCC_MEM_PER_JOB / 2**30:.1f} GiB each; --jobs overrides)"))
+    return rows
+
+
+def _tools() -> list[tuple[str, str, str]]:
+    rows = []
     try:
-        row("uv", True, venv.find_uv())
+        rows.append(("uv", "ok", venv.find_uv()))
     except CuforgeError as err:
-        row("uv", False, str(err))
+        rows.append(("uv", "missing", str(err)))
     for tool in ("g++", "git", "cmake", "ninja"):
         found = shutil.which(tool)
-        row(tool, bool(found) or tool in ("cmake", "ninja"),
-            found or "not on PATH (combo envs install cmake and ninja from PyPI)")
-    row("parallel jobs", True, f"{default_jobs()} (min(cores, free memory / 2.5 GB))")
+        optional = tool in ("cmake", "ninja")
+        rows.append((tool, "ok" if found else "info" if optional else "missing",
+                     found or "not on PATH (combo envs install it from PyPI)" if optional
+                     else found or "not on PATH"))
+    return rows
+
+
+def _combos(project: Project, report: gpu.GpuReport) -> list[tuple[str, str, str]]:
+    rows = []
     for combo in load_combos(project):
+        name = f"combo {combo.id}"
         if combo.interpreter:
             found = shutil.which(combo.interpreter)
-            row(f"combo {combo.id}: interpreter", bool(found), found or combo.interpreter)
-            continue
-        try:
-            row(f"combo {combo.id}: python {combo.python}", True, str(venv.find_python(combo.python)))
-        except CuforgeError as err:
-            row(f"combo {combo.id}: python {combo.python}", False, str(err))
-        ready = venv.is_ready(project.state_dir, combo)
-        table.add_row(f"combo {combo.id}: env", "ok" if ready else "not yet",
-                      "reused on next build" if ready else "created on first build")
-        if combo.toolkit == "system":
+            rows.append((f"{name}: interpreter", "ok" if found else "missing",
+                         found or combo.interpreter))
+        else:
             try:
-                tk = find_system_toolkit(combo.accel.cuda)
-                row(f"combo {combo.id}: system CUDA", True, f"{tk.version} at {tk.root}")
+                rows.append((f"{name}: python", "ok", str(venv.find_python(combo.python))))
             except CuforgeError as err:
-                row(f"combo {combo.id}: system CUDA", False, str(err))
+                rows.append((f"{name}: python", "missing", str(err)))
+            ready = venv.is_ready(project.state_dir, combo)
+            rows.append((f"{name}: env", "ok" if ready else "not yet",
+                         "reused on next build" if ready else "created on first build"))
+        ok, text = gpu.driver_verdict(report, combo.accel.cuda)
+        status = "info" if report.driver is None else "ok" if ok else "old"
+        rows.append((f"{name}: driver", status, text))
+    return rows
+
+
+def _headers(project: Project) -> list[tuple[str, str, str]]:
+    rows = []
     for recipe in load_recipes(project).values():
+        if not recipe.system_headers:
+            continue
         missing = missing_headers(recipe)
-        if recipe.system_headers:
-            row(f"{recipe.name}: system headers", not missing,
-                "found" if not missing else "apt-get install "
-                + " ".join(sorted({h.debian for h in missing})))
-    Console().print(table)
-    return 0 if problems == 0 else 3
+        names = " ".join(f"<{h.header}>" for h in recipe.system_headers)
+        rows.append((f"{recipe.name}: headers", "ok" if not missing else "missing",
+                     f"{names} found" if not missing else "apt-get install "
+                     + " ".join(sorted({h.debian for h in missing}))))
+    return rows
+
+
+def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None):
+    where = house.relative_to(root) if house.is_relative_to(root) else house
+    title = f"wheelhouse {where}: " + (f"on {device[1]}" if device else
+                                       "no GPU here (--gpu-arch X.Y rates it for another one)")
+    t = table("package", "runs", "detail", title=title, wide=["detail"])
+    for entry in Wheelhouse(house).latest().values():
+        wheel = house / entry.wheel if entry.wheel else None
+        if wheel is None or not wheel.is_file():
+            t.add_row(Text(entry.package), Text(entry.status, style="yellow"),
+                      Text(entry.reason or "no wheel"))
+            continue
+        if device is None:
+            emb = entry.arches_embedded
+            t.add_row(Text(entry.package), Text("?", style=_STYLE["?"]),
+                      Text(f"SASS {' '.join(emb.get('sass', [])) or '-'}; "
+                           f"PTX {' '.join(emb.get('ptx', [])) or '-'}"))
+            continue
+        rated = wheel_runs_on(wheel, device[0])
+        t.add_row(Text(entry.package), Text(rated.runs, style=_STYLE[rated.runs]),
+                  Text(rated.detail))
+    return t

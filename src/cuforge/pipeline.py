@@ -11,16 +11,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 
 from . import sources, syslibs, venv
 from .arches import ArchList, check_supported
 from .build import BuildJob, steps_for
 from .combos import Combo
+from .console import BuildProgress, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
 from .project import Project
 from .recipes import Recipe, load_recipes, plan
-from .runner import Step, run
+from .runner import Step, listen, run
 from .toolchain import build_environment
 from .wheelhouse import Entry, Wheelhouse, sha256_of
 
@@ -164,17 +165,15 @@ def _build_one(project: Project, req: BuildRequest, combo: Combo, env: venv.Comb
         return _record_skip(house, combo, recipe, reason)
     started = time.monotonic()
     try:
-        with _progress() as progress:
-            task = progress.add_task(f"{recipe.name}: building for {archs or combo.arches} "
-                                     f"(log: {log})")
+        with BuildProgress(recipe.name, console, f"building for {archs or combo.arches} "
+                           f"(log: {log})") as progress, listen(progress.on_line):
             wheel, how, checks, embedded, note = _wheel_for(
-                project, req, combo, env, recipe, archs, log,
-                lambda text: progress.update(task, description=f"{recipe.name}: {text}"))
+                project, req, combo, env, recipe, archs, log, progress.say)
     except CuforgeError as err:
         entry = house.publish(None, _failed_entry(combo, recipe, str(err), log, started))
         if not req.keep_going:
             raise   # printed once, by the CLI
-        console.print(f"[red]FAILED[/] {recipe.name}: {err}")
+        console.print(f"[red]FAILED[/] {escape(recipe.name)}: {escape(str(err))}")
         return entry
     seconds = round(time.monotonic() - started, 1)
     entry = Entry(
@@ -189,12 +188,8 @@ def _build_one(project: Project, req: BuildRequest, combo: Combo, env: venv.Comb
     console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
                   f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
                   f"ptx {' '.join(embedded.get('ptx', [])) or '-'})")
+    console.print(verdict_line(recipe.name, checks))
     return entry
-
-
-def _progress() -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                    console=console, transient=True)
 
 
 def _wheel_for(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
@@ -208,7 +203,7 @@ def _wheel_for(project: Project, req: BuildRequest, combo: Combo, env: venv.Comb
         if got:
             wheel, checks, embedded = got
             return wheel, "prebuilt", checks, embedded, ""
-        console.print(f"[yellow]{recipe.name}[/]: {note}; compiling instead")
+        console.print(f"[yellow]{recipe.name}[/]: {escape(note)}; compiling instead")
     say(f"building for {archs or combo.arches}")
     wheel, how = _produce_wheel(project, req, combo, env, recipe, archs, log)
     say("verifying")

@@ -8,6 +8,9 @@ import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,21 @@ from pathlib import Path
 from .errors import BuildError, CuforgeError
 
 TAIL_LINES = 40
+
+# Who wants each output line as it arrives (a progress bar reading ninja's [n/N]): set with
+# ``listen``, so callers that build steps need not thread a callback through.
+_listener: ContextVar[Callable[[str], None] | None] = ContextVar("cuforge_line_listener",
+                                                                 default=None)
+
+
+@contextmanager
+def listen(callback: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, every line any ``run`` reads is also passed to ``callback``."""
+    token = _listener.set(callback)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
 
 
 @dataclass(frozen=True)
@@ -73,8 +91,11 @@ def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
         if log:
             sink.write(f"\n$ {step.render()}\n")
         assert proc.stdout is not None
+        listener = _listener.get()
         for line in proc.stdout:
             tail.append(line)
+            if listener:
+                listener(line)
             if log:
                 sink.write(line)
             else:

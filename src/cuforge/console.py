@@ -1,0 +1,139 @@
+"""What a person sees: safe messages, tables that fit 80 columns, build progress read from
+ninja's ``[n/N]`` lines, and one line of verification verdicts per package.
+
+Every piece of user or data text (package names, paths, error messages such as
+``add a [[combo]] table``) goes through ``Text`` or ``escape``: rich markup must never eat it.
+
+>>> verdict_line("demo", {"abi": "pass", "smoke": "skipped: no GPU"}).plain
+'demo: abi pass · smoke skipped (no GPU)'
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID,
+                           TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["BuildProgress", "ninja_step", "print_error", "table", "verdict_line", "escape"]
+
+# The order checks run in (cuforge.verify.report.CHECKS); verdicts print in this order.
+CHECK_ORDER = ("abi", "symbols", "cudart", "fatbin", "import", "smoke")
+_STYLE = {"pass": "green", "fail": "bold red", "skipped": "yellow", "warn": "magenta"}
+_NINJA = re.compile(r"^\s*\[(\d+)/(\d+)\]")
+
+
+def print_error(console: Console, label: str, message: str) -> None:
+    """``cuforge: <label>: <message>`` with the message verbatim (brackets kept, never
+    re-wrapped mid-word: long paths stay copyable)."""
+    line = Text("cuforge: ", style="bold red")
+    line.append(f"{label}:", style="bold red")
+    line.append(f" {message}")
+    console.print(line, soft_wrap=True)
+
+
+def table(*columns: str, title: str = "", wide: Iterable[str] = ()) -> Table:
+    """A table meant for 80 columns: compact box, cells wrap (long words fold) instead of being
+    cut with an ellipsis. ``wide`` columns take the spare width first."""
+    t = Table(title=title or None, box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    wide = set(wide)
+    for name in columns:
+        t.add_column(name, overflow="fold", ratio=2 if name in wide else None)
+    return t
+
+
+# -- verdicts ---------------------------------------------------------------------------------
+def _split(summary: str) -> tuple[str, str]:
+    """``"warn: 2 .so: ..."`` -> ``("warn", "2 .so: ...")``; ``"pass"`` -> ``("pass", "")``."""
+    status, _, reason = summary.partition(":")
+    status = status.strip()
+    if status not in _STYLE:
+        return "pass", summary
+    return status, reason.strip()
+
+
+def verdict_line(package: str, checks: Mapping[str, str], *, reason_width: int = 70) -> Text:
+    """One line per built package: each check's status, and the reason for every warn, skip or
+    fail (the manifest's ``checks`` map, ``{check: "status: detail"}``)."""
+    line = Text(f"{package}: ", style="bold")
+    names = [c for c in CHECK_ORDER if c in checks] + [c for c in checks if c not in CHECK_ORDER]
+    for i, name in enumerate(names):
+        status, reason = _split(checks[name])
+        if i:
+            line.append(" · ")
+        line.append(f"{name} ")
+        line.append(status, style=_STYLE[status])
+        if status != "pass" and reason:
+            first = reason.splitlines()[0]
+            if len(first) > reason_width:
+                first = first[: reason_width - 1] + "…"
+            line.append(f" ({first})")
+    return line
+
+
+# -- progress -----------------------------------------------------------------------------------
+def ninja_step(line: str) -> tuple[int, int] | None:
+    """``"[12/775] /usr/bin/nvcc ..."`` -> ``(12, 775)``; other lines -> None.
+
+    >>> ninja_step("[3/10] Building CUDA object")
+    (3, 10)
+    >>> ninja_step("warning: [3/10] not at the start") is None
+    True
+    """
+    m = _NINJA.match(line)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+@dataclass
+class BuildProgress:
+    """A live line per package: spinner and phase until the compiler prints ninja steps, then
+    a bar with ``n/N``, elapsed time and an estimate of what is left.
+
+    Use as a context manager; hand ``on_line`` to the runner (``runner.listen``) and call
+    ``say`` for phase changes ("trying the prebuilt wheel", "verifying")."""
+
+    package: str
+    console: Console
+    what: str = "building"
+    _progress: Progress | None = field(default=None, init=False)
+    _task: TaskID | None = field(default=None, init=False)
+    steps: tuple[int, int] | None = field(default=None, init=False)
+    started: float = field(default_factory=time.monotonic, init=False)
+
+    def __enter__(self) -> BuildProgress:
+        self._progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
+            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+            TimeRemainingColumn(), console=self.console, transient=True)
+        self._progress.__enter__()
+        # total=None: an indeterminate (pulsing) bar until ninja says how many steps there are
+        self._task = self._progress.add_task(self._label(self.what), total=None)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self._progress is not None
+        self._progress.__exit__(*exc)
+
+    def _label(self, text: str) -> str:
+        return escape(f"{self.package}: {text}")
+
+    def say(self, text: str) -> None:
+        assert self._progress is not None and self._task is not None
+        self._progress.update(self._task, description=self._label(text))
+
+    def on_line(self, line: str) -> None:
+        """Feed one line of compiler output; ninja's ``[n/N]`` moves the bar."""
+        step = ninja_step(line)
+        if step is None or self._progress is None or self._task is None:
+            return
+        done, total = step
+        self.steps = step   # a later ninja run (another extension) simply sets a new total
+        self._progress.update(self._task, completed=done, total=total)

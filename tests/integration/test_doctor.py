@@ -1,0 +1,93 @@
+"""`cuforge doctor` on real wheels: .so files compiled by nvcc for known arches, rated for a
+GPU given by --gpu-arch (no GPU here: the local probe must say so, not pass silently)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
+import verify_builders as vb  # noqa: E402
+
+from cuforge import gpu  # noqa: E402
+from cuforge.arches import Arch  # noqa: E402
+from cuforge.doctor import run_doctor, wheel_runs_on  # noqa: E402
+from cuforge.project import find_project  # noqa: E402
+from cuforge.wheelhouse import Entry, Wheelhouse  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SM90_PTX = ("-gencode", "arch=compute_90,code=[sm_90,compute_90]")
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> dict[str, Path]:
+    """kernels: sm_90 SASS + compute_90 PTX; cpu: a C++ .so without device code."""
+    if not vb.have("nvcc"):
+        pytest.skip("needs nvcc")
+    out = tmp_path_factory.mktemp("doctor")
+    so = vb.nvcc_shared(["kernel.cu"], out / "kern.so", *SM90_PTX)
+    cpu = vb.gxx_shared(["helper.cpp"], out / "cpu.so")
+    tag = "cp311-cp311-linux_x86_64"
+    return {
+        "kernels": vb.make_wheel(out, "kernels", {"kernels/_k.so": so}, tag=tag),
+        "cpu": vb.make_wheel(out, "cpuonly", {"cpuonly/_c.so": cpu}, tag=tag),
+    }
+
+
+@pytest.mark.parametrize(("device", "runs"), [
+    (Arch(9, 0), "native"),       # H200
+    (Arch(12, 0), "ptx"),         # RTX 50: only compute_90 PTX fits
+    (Arch(8, 6), "none"),         # older than every image
+])
+def test_wheel_rated_for_a_device(wheels, device: Arch, runs: str) -> None:
+    rated = wheel_runs_on(wheels["kernels"], device)
+    assert rated.runs == runs, rated
+    if runs == "ptx":
+        assert "compute_90" in rated.detail and "first launch is slow" in rated.detail
+
+
+def test_cpu_only_wheel_has_no_device_code(wheels) -> None:
+    assert wheel_runs_on(wheels["cpu"], Arch(12, 0)).runs == "no device code"
+
+
+def test_doctor_reports_wheelhouse_at_80_columns(wheels, tmp_path: Path, monkeypatch) -> None:
+    house = tmp_path / "wheelhouse" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    for name, wheel in wheels.items():
+        copy = staged / wheel.name
+        copy.write_bytes(wheel.read_bytes())
+        Wheelhouse(house).publish(copy, Entry(package=name, status="compiled", wheel=wheel.name,
+                                              arches_embedded={"sass": ["90"], "ptx": ["90"]}))
+    monkeypatch.setenv("CUFORGE_WHEELHOUSE", str(tmp_path / "wheelhouse"))
+    out = Console(file=io.StringIO(), width=80, record=True, color_system=None)
+    run_doctor(find_project(REPO), gpu_arch="12.1", console=out)
+    text = out.export_text()
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    assert "sm_121 (--gpu-arch)" in text
+    lines = {line.split()[0]: line for line in text.splitlines() if line.strip()}
+    assert "ptx" in lines["kernels"] and "no device code" in lines["cpu"]
+
+
+def test_no_gpu_is_said_not_passed() -> None:
+    report = gpu.probe()
+    if report.gpus:
+        pytest.skip("this machine has a GPU")
+    assert report.summary.startswith("no GPU (") and report.driver is None
+    out = Console(file=io.StringIO(), width=80, record=True, color_system=None)
+    run_doctor(find_project(REPO), console=out)
+    text = out.export_text()
+    assert "no GPU" in text and "CUDA 13.0 needs driver >= 580.65.06" in " ".join(text.split())
+
+
+def test_old_driver_gets_a_fix_line() -> None:
+    from packaging.version import Version
+    old = gpu.GpuReport((gpu.Gpu(0, "H200", Arch(9, 0), 141 * 2**30),), "575.51.03",
+                        Version("12.9"))
+    ok, text = gpu.driver_verdict(old, Version("13.0"))
+    assert not ok and "fix: install NVIDIA driver >= 580.65.06" in text
+    assert gpu.driver_verdict(old, Version("12.8"))[0]

@@ -1,0 +1,100 @@
+"""What people see: verdict lines, bracketed text kept, 80-column tables, ninja progress."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from cuforge.cli import main
+from cuforge.console import BuildProgress, ninja_step, print_error, table, verdict_line
+from cuforge.runner import Step, listen, run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def console80() -> Console:
+    return Console(file=io.StringIO(), width=80, record=True, color_system=None)
+
+
+def test_verdict_line_gives_a_reason_for_every_warn_and_skip() -> None:
+    checks = {"smoke": "skipped: no GPU", "abi": "pass: 1 .so: no mismatch",
+              "fatbin": "warn: 12.1: group #1: runs by PTX JIT from compute_120",
+              "import": "pass", "cudart": "pass", "symbols": "fail: undefined [c10::x]"}
+    text = verdict_line("simple-knn", checks).plain
+    assert text == ("simple-knn: abi pass · symbols fail (undefined [c10::x]) · cudart pass · "
+                    "fatbin warn (12.1: group #1: runs by PTX JIT from compute_120) · "
+                    "import pass · smoke skipped (no GPU)")
+
+
+def test_error_keeps_brackets_and_does_not_split_words() -> None:
+    out = console80()
+    print_error(out, "configuration error",
+                "no combo named 'x'\n  fix: add a [[combo]] table to envs/combos.toml "
+                "/a/very/long/path/that/must/stay/on/one/line/for/copying/envs/combos.toml")
+    text = out.export_text()
+    assert "[[combo]]" in text
+    assert "/a/very/long/path/that/must/stay/on/one/line/for/copying/envs/combos.toml" in text
+
+
+def test_tables_fold_instead_of_cutting_at_80_columns() -> None:
+    out = console80()
+    t = table("combo", "python", "torch", "CUDA", "arches", "packages", wide=["packages"])
+    t.add_row("build-3.11-cu130", "3.11", "2.14.1", "13.0 (PyPI wheels)", "9.0;12.0;12.1+PTX",
+              "diff-gaussian-rasterization_ms, cuforge-demo")
+    out.print(t)
+    text = out.export_text()
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for word in ("build-3.11-cu130", "9.0;12.0;12.1+PTX", "diff-gaussian-rasterization_ms"):
+        assert in_order(word, text)   # folded over lines, nothing dropped
+
+
+def in_order(word: str, text: str) -> bool:
+    """Every character of ``word`` appears in ``text`` in order (a cell folded over lines)."""
+    rest = iter(text)
+    return all(ch in rest for ch in word)
+
+
+@pytest.mark.parametrize("command", ["matrix", "doctor"])
+def test_cli_tables_fit_80_columns(command: str, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.chdir(REPO)
+    main([command])
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out, out
+
+
+def test_empty_cuda_arch_is_a_config_error(capsys, monkeypatch) -> None:
+    monkeypatch.chdir(REPO)
+    assert main(["build", "--cuda-arch", "", "--dry-run"]) == 2
+    assert "--cuda-arch is empty" in capsys.readouterr().err
+
+
+def test_ninja_step() -> None:
+    assert ninja_step("[775/775] Linking CXX shared module core_cc.so") == (775, 775)
+    assert ninja_step("  [1/3] /usr/local/cuda/bin/nvcc -c a.cu") == (1, 3)
+    assert ninja_step("nvcc warning : [1/3]") is None
+
+
+@pytest.mark.skipif(not shutil.which("ninja"), reason="needs ninja")
+def test_progress_follows_a_real_ninja_build(tmp_path: Path) -> None:
+    """A real ninja run through the runner: the bar reaches N/N from ninja's own output."""
+    rules = ["rule touch", "  command = sleep 0.01 && touch $out", ""]
+    rules += [f"build out{i}: touch" for i in range(7)]
+    (tmp_path / "build.ninja").write_text("\n".join(rules) + "\n")
+    seen: list[tuple[int, int]] = []
+    with BuildProgress("demo", console80(), "building") as progress:
+        def on_line(line: str) -> None:
+            progress.on_line(line)
+            if progress.steps:
+                seen.append(progress.steps)
+        with listen(on_line):
+            # ninja prints [n/N] status lines only to a terminal unless told how: NINJA_STATUS
+            run(Step(("ninja", "-j1", "-v"), cwd=tmp_path))
+    assert seen[-1] == (7, 7)
+    assert [n for n, _ in seen] == sorted(n for n, _ in seen)
