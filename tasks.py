@@ -58,10 +58,11 @@ def verify(c, path, python="3.11", accel="cu130", combo="", cuda_arch="", json=F
              *_flag("--interpreter", interpreter), *_flag("--models", models))
 
 
-@task
-def doctor(c):
-    """Check the machine: Pythons, uv, compilers, CUDA toolkits, system headers."""
-    _cuforge(c, "doctor")
+@task(help={"gpu_arch": "rate the wheelhouses for this GPU instead (e.g. 12.1)"})
+def doctor(c, gpu_arch=""):
+    """Check the machine: GPU + driver, memory/jobs, tools, combos, system headers, and whether
+    this GPU runs each wheelhouse package natively, by PTX JIT, or not at all."""
+    _cuforge(c, "doctor", *_flag("--gpu-arch", gpu_arch))
 
 
 @task
@@ -69,6 +70,18 @@ def setup(c, python="3.11", accel="cu130", combo=""):
     """Create (or reuse) a combo's env without building anything."""
     _cuforge(c, "shell", "--python", python, "--accel", accel, *_flag("--combo", combo),
              "--print-env")
+
+
+@task(name="mesh-convert", help={
+    "in_": "the mesh to convert (MILo's .ply output)", "simplify": "target face count",
+    "keep_components": "drop components smaller than this fraction of the bbox diagonal",
+    "out_dir": "default: next to the input"})
+def mesh_convert(c, in_, simplify=0, keep_components=0.0, out_dir="", no_obj=False,
+                 no_glb=False):
+    """Clean a mesh and write PLY + OBJ + GLB (needs the mesh extra: pip install 'cuforge[mesh]')."""
+    _cuforge(c, "mesh-convert", "--in", in_, *_flag("--simplify", simplify or ""),
+             *_flag("--keep-components", keep_components or ""), *_flag("--out-dir", out_dir),
+             *_flag("--no-obj", no_obj), *_flag("--no-glb", no_glb))
 
 
 @task(name="patch-milo", help={"milo": "path to a MILo checkout"})

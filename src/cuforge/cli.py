@@ -105,6 +105,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="rate the wheelhouses for this GPU (e.g. 12.1) instead of the local one")
     d.set_defaults(func=_cmd_doctor)
 
+    mc = sub.add_parser("mesh-convert", parents=[common],
+                        help="MILo's PLY mesh -> cleaned PLY, OBJ and GLB (the mesh extra)")
+    mc.add_argument("--in", dest="mesh", type=Path, required=True, help="the input mesh (.ply)")
+    mc.add_argument("--out-dir", type=Path, default=None, help="default: next to the input")
+    mc.add_argument("--simplify", type=int, default=0, metavar="N",
+                    help="quadric-simplify to about N faces")
+    mc.add_argument("--keep-components", type=float, default=0.0, metavar="FRACTION",
+                    help="drop connected components whose bbox diagonal is below FRACTION of "
+                         "the whole mesh's (floaters)")
+    mc.add_argument("--no-obj", action="store_true", help="do not write the OBJ")
+    mc.add_argument("--no-glb", action="store_true", help="do not write the GLB")
+    mc.set_defaults(func=_cmd_mesh_convert)
+
     pt = sub.add_parser("patch", parents=[common],
                        help="apply runtime patches to a checkout (milo, pointcept)")
     pt.add_argument("set_name", help="patch set: milo or pointcept")
@@ -193,6 +206,23 @@ def _cmd_verify(args) -> int:
 def _cmd_doctor(args) -> int:
     from .doctor import run_doctor
     return run_doctor(_project(args), gpu_arch=args.gpu_arch)
+
+
+def _cmd_mesh_convert(args) -> int:
+    from rich.console import Console
+    from rich.text import Text
+
+    from .mesh import MeshOptions, convert
+    result = convert(args.mesh, args.out_dir,
+                     MeshOptions(simplify=args.simplify, keep_components=args.keep_components,
+                                 obj=not args.no_obj, glb=not args.no_glb))
+    out = Console()
+    for note in result.notes:
+        out.print(Text(note))
+    colors = "with vertex colours" if result.has_colors else "no vertex colours"
+    out.print(Text(f"{result.faces_in} -> {result.faces_out} faces, {colors}; wrote "
+                   + ", ".join(str(p) for p in result.outputs)))
+    return 0
 
 
 def _cmd_patch(args) -> int:
