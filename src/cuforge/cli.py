@@ -1,4 +1,4 @@
-"""Command line: ``cuforge build|matrix|shell|verify|doctor|patch``. nox sessions and invoke
+"""Command line: ``cuforge build|matrix|shell|verify|doctor|patch|resolve``. nox sessions and invoke
 tasks call this; it is also what runs on machines without nox/invoke (``python -m cuforge``).
 
 Errors are printed once, here, as a message and an exit code; ``CUFORGE_DEBUG=1`` shows the
@@ -126,6 +126,13 @@ def _parser() -> argparse.ArgumentParser:
     pt.add_argument("--revert", action="store_true")
     pt.add_argument("--dry-run", action="store_true")
     pt.set_defaults(func=_cmd_patch)
+
+    r = sub.add_parser("resolve", help="check that a combo's torch + toolkit install on its "
+                       "platform (uv, nothing installed)")
+    _combo_args(r)
+    r.add_argument("--torch", default="", help="one torch version (default: each the combo lists)")
+    r.set_defaults(func=_cmd_resolve)
+
     return p
 
 
@@ -161,6 +168,7 @@ def _combo(args, *, arches: str = "", torch: str = ""):
 
 def _cmd_build(args) -> int:
     from .pipeline import BuildRequest, build
+    from .platforms import require_native
     from .toolchain import default_jobs
     if args.jobs < 0:
         raise ConfigError("--jobs must be positive")
@@ -170,8 +178,10 @@ def _cmd_build(args) -> int:
         if not sep or not name or not path:
             raise ConfigError(f"--src {item!r}: expected NAME=PATH", hint="e.g. --src simple-knn=~/code/simple-knn")
         srcs.append((name, Path(path).expanduser().resolve()))
+    combo = _combo(args, arches=_arches(args), torch=args.torch)
+    require_native(combo.target, f"combo {combo.id}")   # dry runs too: no cross-platform plans
     req = BuildRequest(
-        combo=_combo(args, arches=_arches(args), torch=args.torch),
+        combo=combo,
         packages=tuple(p for p in args.only.split(",") if p),
         jobs=args.jobs or default_jobs(), verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=tuple(srcs),
@@ -230,6 +240,19 @@ def _cmd_patch(args) -> int:
     return run_patch_command(args.set_name, args.checkout, check=args.check,
                              revert=args.revert, dry_run=args.dry_run,
                              patches_dir=_project(args).patches_dir)
+
+
+def _cmd_resolve(args) -> int:
+    from dataclasses import replace
+
+    from .resolve import resolve
+    combo = _combo(args)
+    for torch in [args.torch] if args.torch else combo.torch_versions:
+        found = resolve(replace(combo, torch=torch))
+        nvcc = found.pins.get("nvidia-cuda-nvcc") or found.pins.get("nvidia-cuda-nvcc-cu12", "-")
+        print(f"{found.combo} torch {found.pins['torch']} on {found.platform}: resolves "
+              f"({len(found.pins)} packages, nvcc {nvcc})")
+    return 0
 
 
 if __name__ == "__main__":

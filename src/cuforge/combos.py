@@ -8,6 +8,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from . import platforms
 from .arches import ArchList, check_supported, parse_arch_list
 from .errors import ConfigError
 from .project import Project
@@ -39,6 +40,13 @@ class Combo:
     interpreter: str = ""
     packages: tuple[str, ...] = ("cuforge-demo",)
     name: str = ""
+    platform: str = ""             # e.g. linux-aarch64; "" = the machine cuforge runs on
+    ci: bool = True                # part of the CI matrix (false: tied to one machine)
+
+    @property
+    def target(self) -> platforms.Platform:
+        """The platform the wheels are for (and so the machine that must build them)."""
+        return platforms.get(self.platform) if self.platform else platforms.host()
 
     @property
     def id(self) -> str:
@@ -54,9 +62,9 @@ class Combo:
     def cp(self) -> str:
         return "cp" + self.python.replace(".", "")
 
-    def wheel_dir(self, wheelhouse: Path, machine: str) -> Path:
-        """``wheelhouse/linux-<machine>/<accel>/torch<ver>-cp<py>/``."""
-        return wheelhouse / f"linux-{machine}" / self.accel.tag / f"torch{self.torch}-{self.cp}"
+    def wheel_dir(self, wheelhouse: Path) -> Path:
+        """``wheelhouse/<platform>/<accel>/torch<ver>-cp<py>/``, e.g. ``linux-aarch64/cu130/...``."""
+        return wheelhouse / self.target.name / self.accel.tag / f"torch{self.torch}-{self.cp}"
 
 
 def load_accels(project: Project) -> dict[str, Accel]:
@@ -129,6 +137,8 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
         _version(v, f"{where} torch")
     arches = parse_arch_list(row.get("arches", accel.default_arches))
     check_supported(arches, accel.cuda, where=where)
+    if "platform" in row:
+        platforms.get(row["platform"], where=where)
     toolkit = row.get("toolkit", "pypi")
     if toolkit not in ("pypi", "system"):
         raise ConfigError(f"{where}: toolkit must be 'pypi' or 'system', not {toolkit!r}")
@@ -144,6 +154,8 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
         interpreter=row.get("interpreter", ""),
         packages=tuple(row.get("packages", ("cuforge-demo",))),
         name=row.get("name", ""),
+        platform=row.get("platform", ""),
+        ci=bool(row.get("ci", True)),
     )
 
 

@@ -3,7 +3,6 @@ publish. Each package ends as one manifest line: compiled, prebuilt, skipped or 
 
 from __future__ import annotations
 
-import platform
 import shutil
 import time
 from functools import cache
@@ -54,14 +53,8 @@ class Outcome:
         return [e for e in self.entries if e.status == "FAILED"]
 
 
-def machine_tag() -> str:
-    """``x86_64`` or ``arm64`` (the published builder's name for aarch64)."""
-    m = platform.machine()
-    return {"aarch64": "arm64"}.get(m, m)
-
-
 def wheel_dir(project: Project, combo: Combo) -> Path:
-    return combo.wheel_dir(project.wheelhouse, machine_tag())
+    return combo.wheel_dir(project.wheelhouse)
 
 
 def resolve_plan(project: Project, req: BuildRequest) -> list[Recipe]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from . import platforms
 from .combos import Combo
 from .errors import ToolchainError
 from .runner import Step, run
@@ -64,20 +65,32 @@ def is_ready(state_dir: Path, combo: Combo) -> bool:
     return stamp.is_file() and json.loads(stamp.read_text()) == env_spec(combo)
 
 
-def creation_steps(state_dir: Path, combo: Combo, base_python: str) -> list[Step]:
-    """The uv commands that create (or update) a combo's venv; shown as-is by --dry-run."""
-    root = env_dir(state_dir, combo)
-    uv = find_uv()
-    py = str(root / "bin" / "python")
-    reqs = [f"torch=={combo.torch}", *BUILD_TOOLS]
+def requirements(combo: Combo) -> list[str]:
+    """torch and (for a PyPI toolkit) the CUDA toolkit wheels: what makes a combo a combo."""
+    reqs = [f"torch=={combo.torch}"]
     if combo.toolkit == "pypi":
         reqs += combo.accel.toolkit_wheels
+    return reqs
+
+
+def index_args(combo: Combo) -> list[str]:
+    """uv options that point at the combo's torch index (then PyPI) and its find-links."""
     index: list[str] = []
     if combo.torch_index:
         index += ["--index-url", combo.torch_index, "--extra-index-url", "https://pypi.org/simple",
                   "--index-strategy", "unsafe-best-match"]
     if combo.find_links:
         index += ["--find-links", combo.find_links]
+    return index
+
+
+def creation_steps(state_dir: Path, combo: Combo, base_python: str) -> list[Step]:
+    """The uv commands that create (or update) a combo's venv; shown as-is by --dry-run."""
+    root = env_dir(state_dir, combo)
+    uv = find_uv()
+    py = str(root / "bin" / "python")
+    reqs = [*requirements(combo), *BUILD_TOOLS]
+    index = index_args(combo)
     return [
         Step((uv, "venv", "--seed", "--allow-existing", "--python", base_python, str(root)),
              description=f"create the {combo.id} venv"),
@@ -89,6 +102,7 @@ def creation_steps(state_dir: Path, combo: Combo, base_python: str) -> list[Step
 
 def prepare(state_dir: Path, combo: Combo, *, log: Path, verbose: bool = False) -> ComboEnv:
     """Create or reuse the combo's environment and return it ready to build in."""
+    platforms.require_native(combo.target, f"combo {combo.id}")
     if combo.interpreter:
         return _existing_interpreter(state_dir, combo)
     root = env_dir(state_dir, combo)

@@ -1,0 +1,74 @@
+"""Target platforms: wheelhouse paths, wheel tags, and the refusal to cross-compile."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuforge import platforms
+from cuforge.combos import load_combos
+from cuforge.errors import ConfigError
+from cuforge.project import find_project
+from cuforge.venv import prepare
+
+
+def _other_platform() -> platforms.Platform:
+    here = platforms.host()
+    return next(p for p in platforms.known().values() if p.machine != here.machine)
+
+
+def test_wheel_tags_follow_the_platform():
+    arm, x86 = platforms.get("linux-aarch64"), platforms.get("linux-x86_64")
+    manylinux = "torch-2.14.1-cp312-cp312-manylinux_2_28_aarch64.whl"
+    assert arm.accepts(manylinux) and not x86.accepts(manylinux)
+    assert x86.accepts("demo-0.1-cp311-cp311-linux_x86_64.whl")
+    assert arm.accepts("pccm-0.4.16-py3-none-any.whl") and x86.accepts("pccm-0.4.16-py3-none-any.whl")
+    assert arm.uv_platform == "aarch64-manylinux_2_28"
+
+
+def test_unknown_platform_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown platform 'linux-arm64'.*\n  fix: use one of"):
+        platforms.get("linux-arm64")
+
+
+def test_spark_combos_are_aarch64_with_sm121_first():
+    combos = {c.id: c for c in load_combos(find_project())}
+    spark = [c for c in combos.values() if c.platform == "linux-aarch64"]
+    assert {c.id for c in spark} >= {"spark", "spark-torch2.9"}
+    for c in spark:
+        assert str(c.arches.sass[0]) == "12.1", c.id
+        assert c.wheel_dir(Path("wh")).parts[:2] == ("wh", "linux-aarch64")
+    assert combos["spark"].wheel_dir(Path("wh")) == Path("wh/linux-aarch64/cu130/torch2.14.1-cp312")
+    # a combo without a platform key builds for (and is filed under) this machine
+    assert combos["3.11-cu130"].target == platforms.host()
+    assert combos["3.11-cu130"].wheel_dir(Path("wh")).parts[1] == platforms.host().name
+
+
+def test_require_native_refuses_another_machine():
+    other = _other_platform()
+    with pytest.raises(ConfigError) as err:
+        platforms.require_native(other, "combo x")
+    text = str(err.value)
+    assert f"{other.machine} wheels are built on {other.machine}" in text
+    assert "\n  fix: run the same command on a" in text
+    platforms.require_native(platforms.host(), "combo y")   # the host itself is fine
+
+
+def test_env_creation_refuses_another_platform(tmp_path):
+    other = _other_platform()
+    combo = next(c for c in load_combos(find_project()) if c.target.machine == other.machine)
+    with pytest.raises(ConfigError, match="does not cross-compile"):
+        prepare(tmp_path, combo, log=tmp_path / "env.log")
+    assert not (tmp_path / "envs").exists()   # nothing created
+
+
+@pytest.mark.skipif(platforms.host().machine == "aarch64", reason="this machine builds aarch64")
+def test_cli_build_of_an_aarch64_combo_is_one_clear_message(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "spark",
+                           "--dry-run"], capture_output=True, text=True,
+                          env={**os.environ, "CUFORGE_STATE": str(tmp_path)})
+    assert proc.returncode == ConfigError.exit_code, proc.stderr
+    assert "aarch64 wheels are built on aarch64" in " ".join(proc.stderr.split())
+    assert "Traceback" not in proc.stderr
