@@ -23,7 +23,6 @@ TREES = {
     "diff-gaussian-rasterization_ms": "milo/submodules/diff-gaussian-rasterization_ms",
     "diff-gaussian-rasterization_gof": "milo/submodules/diff-gaussian-rasterization_gof",
     "simple-knn": "milo/submodules/simple-knn",
-    "fused-ssim": "milo/submodules/fused-ssim",
 }
 
 
@@ -144,15 +143,3 @@ def test_glm_moves_out_of_nvcc_flags(tmp_path: Path) -> None:
         keywords = {k.arg: k.value for k in call.keywords}
         assert "third_party/glm/" in ast.unparse(keywords["include_dirs"])
         assert "glm" not in ast.unparse(keywords["extra_compile_args"])
-
-
-def test_fused_ssim_drops_its_arch_flags_under_torch_cuda_arch_list(tmp_path: Path, monkeypatch) -> None:
-    root = copy_tree(tmp_path, "fused-ssim")
-    apply(load_patch_set("fused-ssim", PATCHES), root)
-    source = (root / "setup.py").read_text()
-    block = source[source.index("# cuforge:"): source.index("class CustomBuildExtension")]
-    flags = ["-O3", "-gencode=arch=compute_75,code=sm_75", "-arch=sm_89"]
-    env = {"os": __import__("os"), "nvcc_args": flags, "detected_arch": None}
-    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "12.0")
-    exec(block, env)  # the inserted lines only, with the variables the script defined before
-    assert env["nvcc_args"] == ["-O3"]
