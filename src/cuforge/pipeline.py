@@ -406,9 +406,10 @@ def verify_context(env: venv.ComboEnv, archs: ArchList | None):
     return context_from(env.info, archs)
 
 
-def smoke_script(project: Project, recipe: Recipe) -> Path | None:
-    path = project.root / recipe.smoke if recipe.smoke else project.smoke_dir / f"{recipe.name}.py"
-    return path if path.is_file() else None
+def smoke_script(project: Project, recipe: Recipe):
+    from .verify import SmokeScript
+    path = recipe.smoke.path(project, recipe.name)
+    return SmokeScript(path, recipe.smoke.gpu, recipe.smoke.requires) if path.is_file() else None
 
 
 @cache

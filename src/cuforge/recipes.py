@@ -74,6 +74,29 @@ class SystemHeader:
     debian: str            # e.g. "libsparsehash-dev"
 
 
+# Smoke scripts are smoke/check_<name>.py: a script is run as a file, so its directory comes
+# first on sys.path, and smoke/pointgroup_ops.py imported itself instead of the package.
+SMOKE_PREFIX = "check_"
+
+
+@dataclass(frozen=True)
+class SmokeRule:
+    """A recipe's ``smoke`` entry: ``smoke = "path"`` or a ``[smoke]`` table.
+
+    ``gpu = false`` declares a smoke test that runs without a GPU (tetra-triangulation: CGAL's
+    Delaunay on the CPU); ``requires`` are packages the script compares against (scipy),
+    installed into the combo env before it runs when they are missing.
+    """
+
+    script: str = ""            # relative to the project root; "" = smoke/check_<name>.py
+    gpu: bool = True
+    requires: tuple[str, ...] = ()
+
+    def path(self, project: Project, name: str) -> Path:
+        return project.root / self.script if self.script else \
+            project.smoke_dir / f"{SMOKE_PREFIX}{name}.py"
+
+
 @dataclass(frozen=True)
 class Recipe:
     name: str
@@ -81,7 +104,7 @@ class Recipe:
     source: Source
     depends: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
-    smoke: str = ""
+    smoke: SmokeRule = field(default_factory=SmokeRule)
     patches: tuple[str, ...] = ()
     arches: ArchRule = field(default_factory=ArchRule)
     env: tuple[tuple[str, str], ...] = ()
@@ -139,7 +162,7 @@ def parse_recipe(path: Path) -> Recipe:
         source=source,
         depends=tuple(data.get("depends", ())),
         modules=tuple(data.get("modules", (name.replace("-", "_"),))),
-        smoke=data.get("smoke", ""),
+        smoke=_smoke(data.get("smoke", {}), where),
         patches=tuple(data.get("patches", ())),
         arches=ArchRule(policy, tuple(arch.get("supported", ())),
                         tuple(sorted(arch.get("env", {}).items())), bool(arch.get("ptx", True)),
@@ -157,6 +180,17 @@ def parse_recipe(path: Path) -> Recipe:
         build_requires=tuple(data.get("build_requires", ())),
         file=path,
     )
+
+
+def _smoke(row: str | dict, where: str) -> SmokeRule:
+    if isinstance(row, str):
+        return SmokeRule(script=row)
+    unknown = set(row) - set(SmokeRule.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(f"{where}: unknown [smoke] keys {sorted(unknown)}",
+                          hint="[smoke] may have: script, gpu, requires")
+    return SmokeRule(str(row.get("script", "")), bool(row.get("gpu", True)),
+                     tuple(row.get("requires", ())))
 
 
 def _source(row: dict, where: str) -> Source:

@@ -119,10 +119,9 @@ def test_referenced_patch_sets_exist(recipes):
 
 
 def test_every_compiled_package_has_a_smoke_script(recipes):
-    smoke = find_project().smoke_dir
     for r in recipes.values():
         if r.kind != "prebuilt":
-            path = find_project().root / r.smoke if r.smoke else smoke / f"{r.name}.py"
+            path = r.smoke.path(find_project(), r.name)
             assert path.is_file(), f"{r.name}: {path}"
 
 
@@ -133,3 +132,29 @@ def test_tetra_recipe_names_the_upstream_source_for_cmake(recipes):
     extra = tomllib.loads(tetra.file.read_text())["extra_sources"]["TETRA_SOURCE_DIR"]
     assert extra["commit"] == "0c38aa65f8b768513964f13246ef1ae54f001c70"
     assert extra["subdir"] == "submodules/tetra_triangulation"
+
+
+def test_needing_a_gpu_is_declared_per_recipe(recipes):
+    """tetra-triangulation's smoke test is CGAL on the CPU: declared GPU-free, with scipy."""
+    tetra = recipes["tetra-triangulation"].smoke
+    assert (tetra.gpu, tetra.requires) == (False, ("scipy",))
+    assert all(r.smoke.gpu for n, r in recipes.items() if n != "tetra-triangulation")
+    assert "exit(77)" not in tetra.path(find_project(), "tetra-triangulation").read_text()
+
+
+def test_smoke_table_and_short_form_parse(tmp_path):
+    from cuforge.errors import ConfigError
+    from cuforge.recipes import parse_recipe
+    base = 'name = "x"\n[source]\npath = "native/x"\n'
+    short = tmp_path / "short.toml"
+    short.write_text('smoke = "smoke/other.py"\n' + base)
+    assert parse_recipe(short).smoke.script == "smoke/other.py" and parse_recipe(short).smoke.gpu
+    table = tmp_path / "table.toml"
+    table.write_text(base + '[smoke]\ngpu = false\nrequires = ["scipy"]\n')
+    rule = parse_recipe(table).smoke
+    assert (rule.script, rule.gpu, rule.requires) == ("", False, ("scipy",))
+    assert rule.path(find_project(), "x").name == "check_x.py"
+    bad = tmp_path / "bad.toml"
+    bad.write_text(base + '[smoke]\ngpus = 0\n')
+    with pytest.raises(ConfigError, match="unknown \\[smoke\\] keys"):
+        parse_recipe(bad)

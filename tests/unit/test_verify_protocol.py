@@ -43,3 +43,17 @@ def test_device_gate_lets_ptx_and_compatible_sass_through():
     spark = Device("GB10", Arch(12, 1))
     fatbins = {"a.so": [group(0, sass=(Arch(12, 0),)), group(1, ptx=(Arch(7, 5),))]}
     assert device_gate(spark, fatbins) is None
+
+
+def test_a_smoke_declared_gpu_free_runs_without_a_device_probe(tmp_path):
+    """The GPU probe imports torch (absent from this interpreter): a GPU smoke cannot pass
+    here, a declared GPU-free one runs at once."""
+    import sys
+    from pathlib import Path
+
+    from cuforge.verify.smoke import SmokeScript, check_smoke
+    script = tmp_path / "check_cpu_only.py"
+    script.write_text("print('pass: computed on the CPU')\n")
+    free = check_smoke(Path(sys.executable), SmokeScript(script, gpu=False))
+    assert free.status == "pass" and "declared GPU-free" in free.summary, free.detail
+    assert check_smoke(Path(sys.executable), SmokeScript(script)).status != "pass"

@@ -26,12 +26,13 @@ from .elf import shared_objects
 from .fatbin import FatbinContainer, check_fatbin, read_fatbin
 from .importer import check_import
 from .report import CHECKS, CheckResult, VerifyContext, WheelReport, merge, render_table, reports_to_json
-from .smoke import check_smoke
+from .smoke import SmokeScript, check_smoke
 from .symbols import LibrarySet, check_cudart, check_symbols
 from .wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
 
 __all__ = [
-    "CHECKS", "CheckResult", "VerifyContext", "WheelReport", "context_from", "find_wheels",
+    "CHECKS", "CheckResult", "SmokeScript", "VerifyContext", "WheelReport", "context_from",
+    "find_wheels",
     "probe_context",
     "render_table", "reports_to_json", "require_ok", "verify_wheel",
 ]
@@ -103,12 +104,13 @@ def _fatbins(root: Path, sos: list[Path]) -> dict[str, list[FatbinContainer]]:
     return out
 
 
-def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: Path | None = None,
+def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path | None = None,
                  modules: list[str] | None = None, timeout: float = 300) -> WheelReport:
     """Run every check on ``wheel`` and return its report (checks in ``CHECKS`` order).
 
     ``modules``: what the import check imports (default: the wheel's top-level names and all
-    its extension modules). ``smoke``: the recipe's smoke script (None: smoke is skipped).
+    its extension modules). ``smoke``: the recipe's smoke script, a path or a SmokeScript that
+    also says whether it needs a GPU (None: smoke is skipped).
     ``timeout``: seconds for each subprocess. Raises VerifyError only when the file is not a
     wheel; every finding is a CheckResult.
     """
@@ -125,7 +127,7 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: Path | None = None,
         elif imported.status == "fail":  # the report already fails; a smoke run would only crash
             results.append(CheckResult("smoke", "skipped", "skipped: the wheel does not import"))
         else:
-            results.append(check_smoke(ctx.python, Path(smoke), paths,
+            results.append(check_smoke(ctx.python, smoke, paths,
                                        fatbins=_fatbins(root, sos), timeout=timeout))
     return WheelReport(wheel, package_name(wheel), results)
 

@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,10 +51,11 @@ def last_error_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def python_env(paths: Sequence[Path]) -> dict[str, str]:
+def python_env(paths: Sequence[Path], extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a check subprocess: ``paths`` first on ``sys.path``, no user site
-    (so ~/.local cannot shadow the wheel), no .pyc files written into the unpacked wheel."""
-    env = dict(os.environ)
+    (so ~/.local cannot shadow the wheel), no .pyc files written into the unpacked wheel;
+    ``extra`` variables on top."""
+    env = {**os.environ, **(extra or {})}
     old = env.get("PYTHONPATH")
     env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), *([old] if old else [])])
     env["PYTHONNOUSERSITE"] = "1"
@@ -64,11 +65,11 @@ def python_env(paths: Sequence[Path]) -> dict[str, str]:
 
 
 def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
-               timeout: float = 300) -> Outcome:
+               timeout: float = 300, env: Mapping[str, str] | None = None) -> Outcome:
     """Run ``python args...`` with ``paths`` importable, in a scratch cwd (so nothing in the
     caller's directory shadows the wheel); kill its whole process group on timeout."""
     with tempfile.TemporaryDirectory(prefix="cuforge-run-") as cwd:
-        proc = subprocess.Popen([str(python), *args], cwd=cwd, env=python_env(paths),
+        proc = subprocess.Popen([str(python), *args], cwd=cwd, env=python_env(paths, env),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 errors="replace", start_new_session=True)
         try:

@@ -9,8 +9,10 @@ wheel importable; its cwd is a scratch dir):
 * any other exit    -> fail (the last stderr line is the summary)
 * killed by signal  -> fail, "crashed with SIGSEGV"; over the timeout -> fail, "timed out"
 
-Before the script runs, a probe in the same interpreter asks ``torch.cuda.is_available()``:
-without a visible device the result is ``skipped: no GPU`` — never pass. The smoke is also
+A smoke script that needs a GPU (the default; a recipe declares ``[smoke] gpu = false``
+otherwise) is preceded by a probe in the same interpreter that asks
+``torch.cuda.is_available()``: without a visible device the result is ``skipped: no GPU`` —
+never pass. A script declared GPU-free (tetra-triangulation's CGAL Delaunay) just runs. The smoke is also
 skipped when the device cannot run the wheel's device code. The rule (see ``fatbin.runs_on``):
 every kernel group of every ``.so`` needs SASS for the device's major with a minor at or below
 the device's (``a`` cubins: exactly the device), or PTX for an arch at or below the device.
@@ -48,6 +50,16 @@ if info["available"]:
     info["capability"] = list(torch.cuda.get_device_capability(0))
 print({_PROBE_MARK!r} + json.dumps(info), flush=True)
 """
+
+
+@dataclass(frozen=True)
+class SmokeScript:
+    """A smoke script and what it needs to run: a GPU (``gpu``), and PyPI packages it compares
+    against (``requires``, e.g. scipy), pip-installed into the interpreter's env if missing."""
+
+    path: Path
+    gpu: bool = True
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,7 +125,9 @@ def smoke_verdict(returncode: int | None, stdout: str, stderr: str, *,
 
 # Run a smoke script as __main__ with its own directory LAST on sys.path: `python smoke/spconv.py`
 # would put smoke/ first, and `import spconv` would import the script itself (seen on the H200).
-# Shared helpers next to the scripts (_knn_check.py) stay importable.
+# Shared helpers next to the scripts (_knn_check.py) stay importable. PYTHONSAFEPATH (3.11+)
+# keeps every child the script starts (`python <script> --child`, pointgroup_ops) from putting
+# the script's directory first again; the scripts' names (check_<pkg>.py) shadow nothing either.
 _LAUNCHER = ("import os, runpy, sys; script = sys.argv[1]; sys.argv = sys.argv[1:]; "
              "sys.path.append(os.path.dirname(script)); runpy.run_path(script, run_name='__main__')")
 
@@ -124,17 +138,57 @@ def run_smoke(python: Path, script: Path, paths: Sequence[Path] = (), *,
     if not script.is_file():
         return CheckResult("smoke", "fail", f"smoke script {script} not found")
     outcome = run_python(python, ["-c", _LAUNCHER, str(script.resolve())], paths=paths,
-                         timeout=timeout)
+                         timeout=timeout, env={"PYTHONSAFEPATH": "1"})
     return smoke_verdict(outcome.returncode, outcome.stdout, outcome.stderr, timeout=timeout)
 
 
-def check_smoke(python: Path, script: Path, paths: Sequence[Path] = (), *,
+_MISSING = ("import sys\nfrom importlib.metadata import PackageNotFoundError, version\n"
+            "for name in sys.argv[1:]:\n"
+            "    try:\n        version(name)\n"
+            "    except PackageNotFoundError:\n        print(name)\n")
+
+
+def install_requirements(python: Path, requires: Sequence[str], paths: Sequence[Path] = (), *,
+                         timeout: float = 600) -> str:
+    """pip-install the smoke script's ``requires`` that ``python`` lacks; returns a note for
+    the result ("" when nothing was missing). A failed install (no network on the GPU box) is
+    only noted: the script decides whether it can run without them."""
+    from packaging.requirements import Requirement
+    names = {Requirement(r).name: r for r in requires}
+    if not names:
+        return ""
+    probe = run_python(python, ["-c", _MISSING, *names], paths=paths, timeout=120)
+    missing = [names[n] for n in probe.stdout.split() if n in names]
+    if not missing:
+        return ""
+    pip = run_python(python, ["-m", "pip", "install", "--disable-pip-version-check", "-q",
+                              *missing], timeout=timeout)
+    if pip.returncode == 0:
+        return f"installed for the smoke test: {' '.join(missing)}"
+    why = last_error_line(pip.stderr) or describe_exit(pip.returncode or -9)
+    return f"could not install {' '.join(missing)} for the smoke test: {why}"
+
+
+def _noted(result: CheckResult, suffix: str, note: str) -> CheckResult:
+    """``result`` with ``suffix`` on its summary line and ``note`` as an extra detail line."""
+    head, _, rest = result.detail.partition("\n")
+    return CheckResult(result.check, result.status,
+                       "\n".join(filter(None, [head + suffix, note, rest])))
+
+
+def check_smoke(python: Path, script: SmokeScript | Path, paths: Sequence[Path] = (), *,
                 fatbins: Mapping[str, list[FatbinContainer]] | None = None,
                 timeout: float = 300) -> CheckResult:
     """Probe the GPU, gate on fatbin coverage, then run the smoke script.
 
     No device visible -> ``skipped: no GPU``; device not covered -> skipped with the groups.
+    A script declared ``gpu=False`` skips both and runs at once.
     """
+    smoke = script if isinstance(script, SmokeScript) else SmokeScript(Path(script))
+    if not smoke.gpu:
+        note = install_requirements(python, smoke.requires, paths)
+        result = run_smoke(python, smoke.path, paths, timeout=timeout)
+        return _noted(result, " (declared GPU-free: run without a device probe)", note)
     device = probe_device(python, paths, timeout=min(timeout, 120))
     if isinstance(device, CheckResult):
         return device
@@ -144,6 +198,6 @@ def check_smoke(python: Path, script: Path, paths: Sequence[Path] = (), *,
     gate = device_gate(device, fatbins or {})
     if gate is not None:
         return gate
-    result = run_smoke(python, script, paths, timeout=timeout)
-    on = f" on {device.name} (sm_{device.arch.number})"
-    return CheckResult(result.check, result.status, result.summary + on + result.detail[len(result.summary):])
+    note = install_requirements(python, smoke.requires, paths)
+    result = run_smoke(python, smoke.path, paths, timeout=timeout)
+    return _noted(result, f" on {device.name} (sm_{device.arch.number})", note)
