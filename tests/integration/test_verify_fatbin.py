@@ -44,6 +44,8 @@ def cuda_libs(tmp_path_factory) -> dict[str, Path]:
             ["kernel.cu"], out / "compressed.so", "-gencode", "arch=compute_90,code=[sm_90,compute_90]",
             "-Xfatbin", "-compress-all"),
         "cpu": lambda: vb.gxx_shared(["helper.cpp"], out / "cpu.so"),
+        "no_kernels": lambda: vb.nvcc_shared(["host_only.cu"], out / "no_kernels.so",
+                                             "-gencode", "arch=compute_120,code=sm_120"),
     }
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(job) for name, job in jobs.items()}
@@ -137,3 +139,12 @@ def test_runs_on_a_real_blackwell_group(cuda_libs):
 def test_no_device_code_passes(cuda_libs):
     result = check_fatbin(cuda_libs["cpu"], parse_arch_list("12.0"))
     assert (result.status, result.detail) == ("pass", "no device code (no .nv_fatbin section)")
+
+
+def test_a_fatbin_without_kernels_says_there_was_nothing_to_check(cuda_libs):
+    """cumm's core_cc: a .nv_fatbin whose only containers are device-link stubs."""
+    assert read_fatbin(cuda_libs["no_kernels"])        # the section is there
+    result = check_fatbin(cuda_libs["no_kernels"], parse_arch_list("12.0;12.1+PTX"))
+    assert result.status == "skipped", result.detail
+    assert result.summary.startswith("skipped: nothing to check: ")
+    assert "0 kernel groups" in result.summary and "native SASS" not in result.detail

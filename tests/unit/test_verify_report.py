@@ -51,3 +51,14 @@ def test_table_shows_reasons():
     text = console.export_text()
     assert "fail: crashed with SIGSEGV while importing spconv.pytorch" in text
     assert "skipped: no GPU" in text and "FAILED" in text
+
+
+def test_merge_a_file_with_nothing_to_check_hides_no_verdict():
+    nothing = CheckResult("fatbin", "skipped", "skipped: nothing to check: 0 kernel groups")
+    ok = CheckResult("fatbin", "pass", "SASS sm_120; 3 kernel groups")
+    both = merge("fatbin", [("a.so", ok), ("core_cc.so", nothing)], empty="-")
+    assert both.status == "pass" and "1 with nothing to check" in both.summary
+    alone = merge("fatbin", [("core_cc.so", nothing)], empty="-")
+    assert (alone.status, alone.summary) == ("skipped", "skipped: core_cc.so: nothing to check: 0 kernel groups")
+    bad = merge("fatbin", [("core_cc.so", nothing), ("b.so", CheckResult("fatbin", "fail", "x"))], empty="-")
+    assert bad.status == "fail"

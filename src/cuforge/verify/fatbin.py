@@ -298,12 +298,17 @@ def check_fatbin(so: Path, requested: ArchList | None) -> CheckResult:
         return CheckResult("fatbin", "fail", f"unreadable .nv_fatbin: {err}")
     if containers is None:
         return CheckResult("fatbin", "pass", "no device code (no .nv_fatbin section)")
-    notes = coverage(containers, requested)
-    status = worst(s for s, _ in notes)
     stubs = sum(c.is_link_stub for c in containers)
     listing = _listing([c for c in containers if not c.is_link_stub])
     if stubs:
         listing += f" (+{stubs} device-link stub{'s' if stubs > 1 else ''} without kernels)"
+    if requested is not None and stubs == len(containers):
+        # cumm's core_cc: a fatbin section, but no kernel to hold against the request
+        return CheckResult("fatbin", "skipped",
+                           f"skipped: nothing to check: {listing}, so no kernel can be held "
+                           f"against the requested arches ({requested.torch(' ')})")
+    notes = coverage(containers, requested)
+    status = worst(s for s, _ in notes)
     if requested is not None and status == "pass":
         listing += f"; native SASS for every requested arch ({requested.torch(' ')})"
     ordered = sorted(notes, key=lambda n: ("pass", "warn", "fail").index(n[0]), reverse=True)

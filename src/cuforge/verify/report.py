@@ -111,7 +111,9 @@ def merge(check: str, per_file: list[tuple[str, CheckResult]], *, empty: str) ->
     """
     if not per_file:
         return CheckResult(check, "pass", empty)
-    status = worst(r.status for _, r in per_file)
+    # a file with nothing to check (skipped) does not hide the verdict on the others
+    checked = [r.status for _, r in per_file if r.status != "skipped"]
+    status = worst(checked) if checked else "skipped"
     counts: dict[str, int] = {}
     for _, r in per_file:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -119,8 +121,13 @@ def merge(check: str, per_file: list[tuple[str, CheckResult]], *, empty: str) ->
     ordered = sorted(per_file, key=lambda item: -_SEVERITY[item[1].status])
     if status == "pass" and len(per_file) == 1:
         return CheckResult(check, "pass", f"{ordered[0][0]}: {ordered[0][1].detail}")
+    if status == "skipped" and len(per_file) == 1:
+        name, only = ordered[0]
+        return CheckResult(check, "skipped", f"skipped: {name}: {only.detail.removeprefix('skipped: ')}")
     first = ordered[0]
-    summary = f"{first[0]}: {first[1].summary}" if status != "pass" else f"{len(per_file)} .so: all pass"
+    summary = (f"{len(per_file)} .so: all pass" if status == "pass" and not counts.get("skipped")
+               else f"{first[0]}: {first[1].summary}" if status != "pass"
+               else f"{len(per_file)} .so: pass, {counts['skipped']} with nothing to check")
     lines = [f"{summary}  [{head}]"]
     for name, r in ordered:
         body = r.detail.replace("\n", "\n    ")
