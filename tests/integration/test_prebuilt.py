@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 RECIPE = """name = "cuforge-demo"
 kind = "cmake"
 modules = ["cuforge_demo"]
-smoke = "smoke/cuforge-demo.py"
+smoke = "smoke/check_cuforge-demo.py"
 [source]
 path = "native/demo"
 [prebuilt]
