@@ -7,11 +7,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixture_sets import fixture_set
 
-from cuforge.patching import apply, load_patch_set
+from cuforge.patching import apply
 
 REPO = Path(__file__).resolve().parents[2]
-PATCHES = REPO / "patches"
 UPSTREAM = REPO / "tests" / "fixtures" / "upstream"
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def patched_tree(tmp_path: Path, set_name: str, fixture: str) -> Path:
     root = tmp_path / set_name
     shutil.copytree(UPSTREAM / fixture, root)
-    apply(load_patch_set(set_name, PATCHES), root)
+    apply(fixture_set(set_name, root), root)
     return root
 
 

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fixture_sets import fixture_set
 
 from cuforge.patching import apply, load_patch_set
 
@@ -39,7 +40,7 @@ def torch_python() -> str:
 def patched_mesh(tmp_path: Path) -> Path:
     root = tmp_path / "milo"
     shutil.copytree(UPSTREAM / "milo", root)
-    apply(load_patch_set("milo", PATCHES), root)
+    apply(fixture_set("milo", root), root)
     return root / "milo/scene/mesh.py"
 
 
@@ -164,6 +165,44 @@ def test_chunked_rasterization_matches_single_call(patched_mesh: Path) -> None:
         str(patched_mesh),
     )
     assert "chunked ok" in out
+
+
+def test_unchunked_call_keeps_the_fixture_functions_contract(patched_mesh: Path) -> None:
+    """Unset MILO_RAST_TRI_CHUNK: the patched function returns what the unpatched one returns.
+
+    The unpatched function is the fixture's own (it keeps upstream's contract: [1, V, 4] pos in
+    one instanced dr.rasterize call, ids - 1, the same tuple per flag), for every flag.
+    """
+    out = run_torch(
+        ZBUFFER_FAKE
+        + textwrap.dedent(
+            """
+        import os
+        os.environ.pop("MILO_RAST_TRI_CHUNK", None)
+        torch.manual_seed(1)
+        F, H, W = 20, 8, 10
+        fake = ZBufferRasterizer(torch.rand(F, H, W) < 0.3, torch.rand(F))
+        patched = load(sys.argv[1], dr=fake)["nvdiff_rasterization"]
+        node = next(n for n in ast.parse(open(sys.argv[2]).read()).body if getattr(n, "name", "") == "nvdiff_rasterization")
+        unpatched = {"torch": torch, "dr": fake}
+        exec(compile(ast.Module(body=[node], type_ignores=[]), sys.argv[2], "exec"), unpatched)
+        class Camera:
+            full_proj_transform = torch.rand(4, 4)
+        verts, faces = torch.rand(12, 3), torch.randint(0, 12, (F, 3), dtype=torch.int32)
+        for flags in ({}, {"return_indices_only": True}, {"return_rast_out": True},
+                      {"return_positions": True}, {"return_rast_out": True, "return_positions": True}):
+            a = unpatched["nvdiff_rasterization"](Camera(), H, W, verts, faces, **flags)
+            b = patched(Camera(), H, W, verts, faces, **flags)
+            a, b = ((a,), (b,)) if torch.is_tensor(a) else (a, b)
+            assert len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b)), flags
+        assert [c[0] for c in fake.calls] == [3] * 10  # instanced pos, one call each
+        print("same contract", len(fake.calls))
+        """
+        ),
+        str(patched_mesh),
+        str(UPSTREAM / "milo/milo/scene/mesh.py"),
+    )
+    assert "same contract 10" in out
 
 
 def test_bad_chunk_value_is_a_clear_error(patched_mesh: Path) -> None:

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fixture_sets import fixture_set
 
 from cuforge.errors import PatchError
 from cuforge.patching import Status, apply, available_sets, check, load_patch_set, revert
@@ -44,8 +45,8 @@ def test_every_set_has_a_fixture_tree() -> None:
 
 @pytest.mark.parametrize("name", sorted(TREES))
 def test_apply_check_idempotent_revert(tmp_path: Path, name: str) -> None:
-    ps = load_patch_set(name, PATCHES)
     root = copy_tree(tmp_path, name)
+    ps = fixture_set(name, root)
     pristine = snapshot(root)
 
     assert all(r.status is Status.NOT_APPLIED for r in check(ps, root))
@@ -65,7 +66,8 @@ def test_apply_check_idempotent_revert(tmp_path: Path, name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "file", "old", "new", "expected"),
     [
-        ("milo", "milo/scene/mesh.py", "axis=1)", "dim=1)", "nvdiff_rasterization"),
+        ("milo", "milo/scene/mesh.py", "[image_height, image_width]", "[image_width, image_height]",
+         "nvdiff_rasterization"),
         (
             "diff-gaussian-rasterization_ms",
             "cuda_rasterizer/forward.cu",
@@ -77,14 +79,24 @@ def test_apply_check_idempotent_revert(tmp_path: Path, name: str) -> None:
     ],
 )
 def test_drifted_upstream_writes_nothing(tmp_path, name, file, old, new, expected) -> None:
-    ps = load_patch_set(name, PATCHES)
     root = copy_tree(tmp_path, name)
+    ps = fixture_set(name, root)
     target = root / file
     target.write_text(target.read_text().replace(old, new))
     before = snapshot(root)
     with pytest.raises(PatchError) as err:
         apply(ps, root)
     assert file in str(err.value) and expected in str(err.value)
+    assert snapshot(root) == before
+
+
+def test_recorded_function_hash_refuses_a_function_that_is_not_upstreams(tmp_path: Path) -> None:
+    """patch.toml records upstream's code hash; the fixture's own nvdiff_rasterization is drift to it."""
+    root = copy_tree(tmp_path, "milo")
+    before = snapshot(root)
+    with pytest.raises(PatchError) as err:
+        apply(load_patch_set("milo", PATCHES), root)
+    assert "nvdiff_rasterization changed upstream" in str(err.value)
     assert snapshot(root) == before
 
 
@@ -99,7 +111,7 @@ def test_patched_mesh_parses_with_the_same_signature(tmp_path: Path) -> None:
         return f"{[a.arg for a in args.args]} {defaults}"
 
     before = signature(mesh.read_text())
-    apply(load_patch_set("milo", PATCHES), root)
+    apply(fixture_set("milo", root), root)
     source = mesh.read_text()
     assert signature(source) == before
     assert before == (

@@ -67,10 +67,9 @@ def nvdiff_rasterization(
     values are upstream's for every flag: pix_to_face alone, or (bary_coords, zbuf, pix_to_face)
     plus rast_out and/or pos [1, V, 4].
     """
-    device = verts.device
-    camera_mtx = camera.full_proj_transform
-    pos = torch.cat([verts, torch.ones([verts.shape[0], 1], device=device)], axis=1)
-    pos = torch.matmul(pos, camera_mtx)[None]  # [1, V, 4]: callers pass it on to dr.antialias
+    # clip-space positions, [1, V, 4] as upstream builds them: callers pass pos on to dr.antialias
+    homogeneous = torch.cat([verts, verts.new_ones(verts.shape[0], 1)], dim=1)
+    pos = (homogeneous @ camera.full_proj_transform)[None]
 
     resolution = [image_height, image_width]
     chunk = _cuforge_tri_chunk_size()
@@ -78,15 +77,9 @@ def nvdiff_rasterization(
         rast_out = _cuforge_rasterize_chunked(glctx, pos, faces, resolution, chunk)
     else:
         rast_out, _ = dr.rasterize(glctx, pos=pos, tri=faces, resolution=resolution)
-    # ids in rast_out are 1-based (0 = background), hence the - 1
-    bary_coords, zbuf, pix_to_face = rast_out[..., :2], rast_out[..., 2], rast_out[..., 3].int() - 1
-
+    # channel 3 holds triangle id + 1 (0 = no triangle); MILo wants -1 for background
+    pix_to_face = rast_out[..., 3].int() - 1
     if return_indices_only:
         return pix_to_face
-
-    _output = (bary_coords, zbuf, pix_to_face)
-    if return_rast_out:
-        _output = _output + (rast_out,)
-    if return_positions:
-        _output = _output + (pos,)
-    return _output
+    extras = (rast_out,) * bool(return_rast_out) + (pos,) * bool(return_positions)
+    return (rast_out[..., :2], rast_out[..., 2], pix_to_face) + extras
