@@ -9,6 +9,7 @@ itself (``nvcc --dryrun`` prints ``_HERE_``), never derived as the parent of ``w
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -82,14 +83,20 @@ def find_system_toolkit(expected: Version) -> Toolkit:
     return Toolkit(toolkit_root_of(nvcc), version)
 
 
+# Bump when the assembled layout changes, so roots made by an older cuforge are redone.
+_LAYOUT = "layout 2: merged dirs, hard-linked bin, unversioned dev names, targets/"
+
+
 def assemble_pypi_toolkit(site_packages: Path, dest: Path) -> Toolkit:
     """Merge ``site-packages/nvidia/*/{bin,include,lib,nvvm}`` into one root at ``dest``.
 
     CUDA 13 wheels share ``nvidia/cu13``; CUDA 12 wheels spread over ``nvidia/cuda_nvcc``,
-    ``nvidia/cuda_runtime``, ... Tools expect one root with ``lib64`` and an unversioned
-    ``libcudart.so``, so both layouts are linked into ``dest``. An existing root made from the
-    same parts is left alone (another build may be compiling with it right now); a new one is
-    made beside it and renamed into place.
+    ``nvidia/cuda_runtime``, ... Tools expect one root with ``lib64`` and the unversioned
+    development names that ``-lX`` looks for (``libnvrtc.so -> libnvrtc.so.13``: the wheels
+    ship only sonames), so both layouts are merged into ``dest``. ``bin/`` files are hard
+    links: nvcc finds its ``include/`` and ``nvvm/`` relative to its own real path. An existing
+    root made from the same parts is left alone (another build may be compiling with it right
+    now); a new one is made beside it and renamed into place.
     """
     nvidia = site_packages / "nvidia"
     parts = sorted(p for p in nvidia.glob("*") if p.is_dir()) if nvidia.is_dir() else []
@@ -97,7 +104,7 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path) -> Toolkit:
         raise ToolchainError(f"no nvcc among the nvidia-cuda-* wheels in {site_packages}",
                              hint="the combo env is incomplete: rerun the build, or delete "
                              f"{dest.parent} to recreate it")
-    stamp = "\n".join(str(p) for p in parts)
+    stamp = "\n".join([_LAYOUT, *map(str, parts)])
     marker = dest / ".cuforge-toolkit"
     if not (marker.exists() and marker.read_text() == stamp):
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}")
@@ -105,12 +112,15 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path) -> Toolkit:
         for sub in ("bin", "include", "lib", "nvvm"):
             (tmp / sub).mkdir(parents=True)
             for part in parts:
-                _link_children(part / sub, tmp / sub)
-        for lib in (tmp / "lib").glob("libcudart.so.*"):
-            plain = tmp / "lib" / "libcudart.so"
-            if not plain.exists():
-                plain.symlink_to(lib.name)
+                _merge_into(part / sub, tmp / sub, hardlink=sub == "bin")
+        add_dev_names(tmp / "lib")
         (tmp / "lib64").symlink_to("lib")
+        # The system toolkit's layout; cumm takes `which nvcc`/../targets/<triple>/include
+        # with ../lib as the CUDA root (else it adds -L/usr/local/cuda/lib64).
+        triple = tmp / "targets" / f"{_TARGET.get(platform.machine(), platform.machine())}-linux"
+        triple.mkdir(parents=True)
+        for sub in ("include", "lib"):
+            (triple / sub).symlink_to(Path("../..") / sub)
         (tmp / ".cuforge-toolkit").write_text(stamp)
         old = dest.with_name(f".{dest.name}.old.{os.getpid()}")
         if dest.exists():
@@ -120,13 +130,59 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path) -> Toolkit:
     return Toolkit(dest, nvcc_version(dest / "bin" / "nvcc"))
 
 
-def _link_children(src: Path, dst: Path) -> None:
+_TARGET = {"aarch64": "sbsa"}   # CUDA's name for 64-bit Arm servers
+
+_SONAME = re.compile(r"^(lib.+?)\.so\.(\d+)(\.\d+)*$")
+
+
+def add_dev_names(lib: Path) -> list[str]:
+    """Add ``libX.so -> libX.so.N`` for every versioned library in ``lib`` that lacks one.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> for n in ("libnvrtc.so.13", "libnvrtc-builtins.so.13.0", "libcudart.so"): (d / n).touch()
+    >>> add_dev_names(d)
+    ['libnvrtc-builtins.so', 'libnvrtc.so']
+    """
+    added = []
+    for path in sorted(lib.iterdir()):
+        m = _SONAME.match(path.name)
+        # `.alt.` variants (libnvrtc.alt.so.13) are alternatives, not what -lnvrtc means.
+        if not m or ".alt" in m[1]:
+            continue
+        plain = lib / f"{m[1]}.so"
+        if not plain.exists() and not plain.is_symlink():
+            plain.symlink_to(path.name)
+            added.append(plain.name)
+    return added
+
+
+def _merge_into(src: Path, dst: Path, *, hardlink: bool = False) -> None:
+    """Link ``src``'s children into ``dst``; a directory two parts share becomes a real one
+    holding both parts' children (CUDA 12 wheels each bring an ``include/``)."""
     if not src.is_dir() or src == dst:
         return
     for child in src.iterdir():
         target = dst / child.name
-        if not target.exists() and not target.is_symlink():
-            target.symlink_to(child.resolve())
+        if target.is_symlink() and target.is_dir() and child.is_dir():
+            first = target.resolve()
+            target.unlink()
+            target.mkdir()
+            _merge_into(first, target)
+        if target.is_dir() and not target.is_symlink() and child.is_dir():
+            _merge_into(child, target, hardlink=hardlink)
+        elif not target.exists() and not target.is_symlink():
+            _link(child.resolve(), target, hardlink=hardlink)
+
+
+def _link(real: Path, target: Path, *, hardlink: bool) -> None:
+    if hardlink and real.is_file():
+        try:
+            os.link(real, target)
+            return
+        except OSError:   # another filesystem: a copy keeps the tool's own path ours too
+            shutil.copy2(real, target)
+            return
+    target.symlink_to(real)
 
 
 def default_jobs() -> int:
@@ -164,6 +220,11 @@ def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi
         "CPATH": _join_paths(include, os.environ.get("CPATH")),
         "LIBRARY_PATH": _join_paths([toolkit.root / "lib", *extra_lib],
                                     os.environ.get("LIBRARY_PATH")),
+        # A package's setup may import one built before it (spconv's imports cumm, whose
+        # core_cc needs libnvrtc.so.N): make the toolkit's and the venv's CUDA libraries
+        # loadable without torch preloading them. Verification says whether a user needs this.
+        "LD_LIBRARY_PATH": _join_paths(_lib_dirs(toolkit.root, extra_lib),
+                                       os.environ.get("LD_LIBRARY_PATH")),
         "TORCH_CUDA_ARCH_LIST": archs.torch(),
         "CUDAARCHS": archs.cmake(),
         "MAX_JOBS": str(jobs),
@@ -172,6 +233,13 @@ def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi
         "NVCC_APPEND_FLAGS": f"-t {nvcc_threads}",
         "CUFORGE_TORCH_CXX11_ABI": "1" if cxx11_abi else "0",
     }
+
+
+def _lib_dirs(root: Path, extra: list[Path]) -> list[Path]:
+    dirs = [root / "lib64", root / "lib"]
+    if dirs[0].resolve() == dirs[1].resolve():
+        dirs = dirs[1:]
+    return [*dirs, *extra]
 
 
 def _join_paths(paths: list[Path], existing: str | None) -> str:

@@ -62,3 +62,38 @@ def test_python_lookup_and_a_missing_one(monkeypatch):
     with pytest.raises(ToolchainError) as err:
         find_python("3.99")
     assert "uv python install 3.99" in str(err.value)
+
+
+def _fake_nvcc(path: Path, release: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho "Cuda compilation tools, release {release}, V{release}.1"\n')
+    path.chmod(0o755)
+
+
+def test_toolkit_root_offers_every_dev_name_and_merges_cuda12_parts(tmp_path):
+    """-lnvrtc needs libnvrtc.so, but the wheels ship only sonames (cumm's link failed);
+    CUDA 12 wheels each bring an include/ that must end up in one tree."""
+    from cuforge.toolchain import assemble_pypi_toolkit
+    nv = tmp_path / "site" / "nvidia"
+    _fake_nvcc(nv / "cuda_nvcc" / "bin" / "nvcc", "12.8")
+    (nv / "cuda_nvcc" / "include" / "crt").mkdir(parents=True)
+    (nv / "cuda_runtime" / "include" / "cuda").mkdir(parents=True)
+    (nv / "cuda_runtime" / "include" / "cuda_runtime.h").touch()
+    (nv / "cuda_runtime" / "include" / "cuda" / "barrier").touch()
+    (nv / "cuda_cccl" / "include" / "cuda" / "std").mkdir(parents=True)
+    (nv / "cuda_runtime" / "lib").mkdir(parents=True)
+    (nv / "cuda_runtime" / "lib" / "libcudart.so.12").touch()
+    (nv / "cuda_nvrtc" / "lib").mkdir(parents=True)
+    for name in ("libnvrtc.so.12", "libnvrtc-builtins.so.12.8", "libnvrtc.alt.so.12"):
+        (nv / "cuda_nvrtc" / "lib" / name).touch()
+    tk = assemble_pypi_toolkit(tmp_path / "site", tmp_path / "cuda")
+    lib = tk.root / "lib64"
+    assert {p.name for p in lib.glob("*.so")} == {"libcudart.so", "libnvrtc.so",
+                                                   "libnvrtc-builtins.so"}
+    assert (lib / "libnvrtc.so").resolve().name == "libnvrtc.so.12"
+    inc = tk.root / "include"
+    assert (inc / "crt").is_dir() and (inc / "cuda_runtime.h").exists()
+    assert (inc / "cuda" / "barrier").exists() and (inc / "cuda" / "std").is_dir()
+    # nvcc is a hard link, so it finds include/ and nvvm/ relative to the assembled root.
+    assert not tk.nvcc.is_symlink() and str(tk.version) == "12.8"
+    assert (tk.root / "targets" / "x86_64-linux" / "include" / "cuda_runtime.h").exists()
