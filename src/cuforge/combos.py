@@ -42,6 +42,9 @@ class Combo:
     name: str = ""
     platform: str = ""             # e.g. linux-aarch64; "" = the machine cuforge runs on
     ci: bool = True                # part of the CI matrix (false: tied to one machine)
+    host_cxx: str = ""                      # pinned host C++ compiler (else CXX, else g++)
+    host_cc: str = ""                       # its C sibling (default: derived from host_cxx)
+    host_fallbacks: tuple[str, ...] = ()    # tried when the default links libstdc++ statically
 
     @property
     def target(self) -> platforms.Platform:
@@ -84,8 +87,10 @@ def load_accels(project: Project) -> dict[str, Accel]:
 def load_combos(project: Project) -> list[Combo]:
     """Every combo declared in ``envs/combos.toml``, validated (arches against the CUDA version)."""
     accels = load_accels(project)
-    combos = [_combo_from_row(row, accels) for row in _read_toml(project.envs_dir / "combos.toml")
-              .get("combo", [])]
+    table = _read_toml(project.envs_dir / "combos.toml")
+    fallbacks = tuple(table.get("host_cxx_fallbacks", ()))
+    combos = [replace(_combo_from_row(row, accels), host_fallbacks=fallbacks)
+              for row in table.get("combo", [])]
     seen: set[str] = set()
     for c in combos:
         if c.id in seen:
@@ -156,6 +161,8 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
         name=row.get("name", ""),
         platform=row.get("platform", ""),
         ci=bool(row.get("ci", True)),
+        host_cxx=row.get("host_cxx", ""),
+        host_cc=row.get("host_cc", ""),
     )
 
 

@@ -14,7 +14,7 @@ from typing import Literal
 from rich.console import Console
 from rich.text import Text
 
-from . import gpu, venv
+from . import gpu, hostcxx, venv
 from .arches import Arch, parse_target
 from .combos import load_combos
 from .console import table
@@ -97,6 +97,7 @@ def run_doctor(project: Project, *, gpu_arch: str = "", console: Console | None 
     device = _device(report, gpu_arch)
     rows += _machine(report)
     rows += _tools()
+    rows += _host_compilers(project)
     rows += _combos(project, report)
     rows += _headers(project)
     t = table("check", "status", "detail", title="cuforge doctor", wide=["detail"])
@@ -209,3 +210,22 @@ def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None):
         t.add_row(Text(entry.package), Text(rated.runs, style=_STYLE[rated.runs]),
                   Text(rated.detail))
     return t
+
+
+def _host_compilers(project: Project) -> list[tuple[str, str, str]]:
+    """The host C++ compiler each distinct combo setting resolves to, probed as a build would
+    (one that links libstdc++ statically is replaced by a fallback, or refused)."""
+    rows, seen = [], set()
+    for combo in load_combos(project):
+        key = (combo.host_cxx, combo.host_cc, combo.host_fallbacks)
+        if key in seen:
+            continue
+        seen.add(key)
+        label = f"host C++ ({combo.host_cxx or '$CXX, else g++'})"
+        try:
+            host, note = hostcxx.choose(*key)
+        except CuforgeError as err:
+            rows.append((label, "missing", str(err)))
+            continue
+        rows.append((label, "ok", note or host.describe()))
+    return rows

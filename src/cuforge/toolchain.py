@@ -20,6 +20,7 @@ from packaging.version import Version
 
 from .arches import ArchList
 from .errors import ToolchainError
+from .hostcxx import HostCompiler
 from .runner import capture
 
 NVCC_MEM_PER_JOB = 2.5 * 2**30   # measured: nvcc needs ~2.5 GB per job on torch extensions
@@ -29,6 +30,7 @@ NVCC_MEM_PER_JOB = 2.5 * 2**30   # measured: nvcc needs ~2.5 GB per job on torch
 class Toolkit:
     root: Path
     version: Version
+    host: HostCompiler | None = None   # the probed host compiler (cuforge.hostcxx.choose)
 
     @property
     def nvcc(self) -> Path:
@@ -232,6 +234,7 @@ def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi
         # `-t` only: ccache does not hash NVCC_APPEND_FLAGS, so nothing output-changing goes here.
         "NVCC_APPEND_FLAGS": f"-t {nvcc_threads}",
         "CUFORGE_TORCH_CXX11_ABI": "1" if cxx11_abi else "0",
+        **(toolkit.host.environment() if toolkit.host else {}),
     }
 
 

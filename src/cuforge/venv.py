@@ -9,12 +9,12 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from filelock import FileLock
 
-from . import platforms
+from . import hostcxx, platforms
 from .combos import Combo
 from .errors import ToolchainError
 from .runner import Step, run
@@ -142,8 +142,15 @@ def _existing_interpreter(state_dir: Path, combo: Combo) -> ComboEnv:
 
 def _toolkit(combo: Combo, info: TorchInfo, dest: Path) -> Toolkit:
     if combo.toolkit == "system":
-        return find_system_toolkit(combo.accel.cuda)
-    return assemble_pypi_toolkit(info.site_packages, dest)
+        toolkit = find_system_toolkit(combo.accel.cuda)
+    else:
+        toolkit = assemble_pypi_toolkit(info.site_packages, dest)
+    # Before anything compiles: a host compiler that links libstdc++ statically is replaced
+    # (or refused with the fix) here, once per build.
+    host, note = hostcxx.choose(combo.host_cxx, combo.host_cc, combo.host_fallbacks)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    return replace(toolkit, host=host)
 
 
 def _check_torch(info: TorchInfo, combo: Combo, *, exact_torch: bool = True) -> None:

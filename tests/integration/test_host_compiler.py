@@ -1,0 +1,71 @@
+"""The host compiler probe, with real compilers: Debian's g++ links libstdc++.so dynamically;
+a wrapper that forces -static-libstdc++ (like the H200's CXX) is detected, then replaced by a
+fallback or refused with the combo key that fixes it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cuforge import hostcxx
+from cuforge.errors import ToolchainError
+from cuforge.toolchain import Toolkit, build_environment
+from cuforge.arches import parse_arch_list
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+
+@pytest.fixture
+def static_gxx(tmp_path) -> str:
+    """A g++ that links libstdc++ into every shared object (and binds symbols locally)."""
+    wrapper = tmp_path / "wrap" / "g++"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("g++")} -static-libstdc++ '
+                       '-Wl,-Bsymbolic "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_distribution_gxx_links_libstdcxx_dynamically():
+    host = hostcxx.probe("g++")
+    assert any(n.startswith("libstdc++.so.") for n in host.needed)
+    assert host.std_defined == 0 and not host.static_libstdcxx
+
+
+def test_static_wrapper_is_detected(static_gxx):
+    host = hostcxx.probe(static_gxx)
+    assert host.static_libstdcxx
+    assert host.std_defined > 1000          # the probe's stream drags in the library's std::
+    assert not any(n.startswith("libstdc++") for n in host.needed)
+    assert "links libstdc++ statically" in host.describe()
+
+
+def test_static_default_is_replaced_by_a_fallback(static_gxx, monkeypatch):
+    monkeypatch.setenv("CXX", static_gxx)
+    monkeypatch.delenv("CC", raising=False)
+    gxx = shutil.which("g++")
+    host, note = hostcxx.choose(fallbacks=("/nonexistent/g++", gxx))
+    assert host.cxx == gxx and not host.static_libstdcxx
+    assert static_gxx in note and f"building with {gxx} instead" in note
+    env = build_environment(Toolkit(Path("/nonexistent"), None, host), parse_arch_list("12.0"),
+                            jobs=1, cxx11_abi=True, extra_include=[], extra_lib=[], bin_dirs=[])
+    assert env["CXX"] == env["CUDAHOSTCXX"] == env["NVCC_CCBIN"] == gxx
+    assert env["CC"] == str(Path(gxx).with_name("gcc"))
+    assert "-ccbin" not in env["NVCC_APPEND_FLAGS"]   # ccache does not hash that variable
+
+
+def test_static_default_without_fallback_is_refused(static_gxx, monkeypatch):
+    monkeypatch.setenv("CXX", static_gxx)
+    with pytest.raises(ToolchainError) as err:
+        hostcxx.choose(fallbacks=())
+    assert err.value.exit_code == 3
+    assert 'host_cxx = "/usr/bin/g++"' in str(err.value) and "envs/combos.toml" in str(err.value)
+
+
+def test_combo_host_cxx_must_link_dynamically(static_gxx):
+    with pytest.raises(ToolchainError, match="the combo's host_cxx"):
+        hostcxx.choose(static_gxx, fallbacks=(shutil.which("g++"),))
+    host, note = hostcxx.choose(shutil.which("g++"))
+    assert not host.static_libstdcxx and note == ""
