@@ -72,7 +72,9 @@ def test_imports_torch_first(tmp_path):
     root = unpacked(tmp_path, "needs_torch", {
         "needs_torch/__init__.py": "import sys\nassert 'torch' in sys.modules, 'torch not imported first'\n"})
     result = check_import(vb.torch_python(), [root], ["needs_torch"], timeout=120)
-    assert (result.status, result.detail) == ("pass", "imported torch, then needs_torch")
+    assert result.status == "pass"
+    assert result.detail.startswith("imported torch, then needs_torch; without torch imported "
+                                    "first, needs_torch fails: AssertionError")
 
 
 @pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
@@ -80,3 +82,64 @@ def test_segfault_after_torch_is_a_crash(tmp_path):
     root = unpacked(tmp_path, "crashy", {"crashy/__init__.py": SEGFAULT})
     result = check_import(vb.torch_python(), [root], ["crashy"], timeout=120)
     assert result.summary == "crashed with SIGSEGV while importing crashy"
+
+
+# A native module whose PyInit dies the way spconv's core_cc did on the H200: inside C code,
+# before Python sees anything. `how` is the body of PyInit.
+CRASHING_EXT = """\
+#include <Python.h>
+#include <signal.h>
+#include <stdlib.h>
+PyMODINIT_FUNC PyInit__core(void) { %s; return NULL; }
+"""
+
+
+def native_module(tmp_path: Path, package: str, body: str, *extra: str) -> Path:
+    """``package/_core<EXT_SUFFIX>`` built from ``body`` with gcc, in an unpacked wheel."""
+    import sysconfig
+    src = tmp_path / "core.c"
+    src.write_text(body)
+    so = tmp_path / f"_core{sysconfig.get_config_var('EXT_SUFFIX')}"
+    vb.run(["gcc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(src),
+            "-o", str(so), *extra])
+    return unpacked(tmp_path, package, {f"{package}/__init__.py": "",
+                                        f"{package}/{so.name}": so})
+
+
+@pytest.mark.skipif(not vb.have("gcc"), reason="needs gcc")
+@pytest.mark.parametrize(("body", "signal"), [("raise(SIGSEGV)", "SIGSEGV"),
+                                              ("abort()", "SIGABRT")])
+def test_native_crash_in_pyinit_is_reported_as_its_signal(tmp_path, body, signal):
+    root = native_module(tmp_path, "natcrash", CRASHING_EXT % body)
+    result = check_import(vb.this_python(), [root], ["natcrash", "natcrash._core"],
+                          import_torch=False)
+    assert result.status == "fail"
+    assert result.summary == f"crashed with {signal} while importing natcrash._core"
+    assert "Fatal Python error" in result.detail   # faulthandler's stack follows the summary
+
+
+NEEDS_LIB = """\
+#include <Python.h>
+int helper_value(void);
+static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_core", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__core(void) { helper_value(); return PyModule_Create(&m); }
+"""
+
+
+@pytest.mark.skipif(not vb.have("gcc"), reason="needs gcc")
+@pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
+def test_library_found_only_through_the_environment_is_a_warning(tmp_path, monkeypatch):
+    """cumm's core_cc found libnvrtc.so.13 only because torch (or LD_LIBRARY_PATH) had loaded
+    it: the verdict must say so instead of passing silently."""
+    libdir = tmp_path / "libs"
+    libdir.mkdir()
+    (libdir / "helper.c").write_text("int helper_value(void) { return 7; }\n")
+    vb.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcfhelper.so.1", str(libdir / "helper.c"),
+            "-o", str(libdir / "libcfhelper.so.1")])
+    root = native_module(tmp_path, "needslib", NEEDS_LIB, f"-L{libdir}", "-l:libcfhelper.so.1")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(libdir))
+    result = check_import(vb.torch_python(), [root], ["needslib._core"], timeout=120)
+    assert result.status == "warn"
+    assert result.summary.startswith("imported torch, then needslib._core; resolves only after "
+                                     "`import torch`")
+    assert "libcfhelper.so.1 does not resolve" in result.summary

@@ -51,11 +51,15 @@ def last_error_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def python_env(paths: Sequence[Path], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def python_env(paths: Sequence[Path], extra: Mapping[str, str] | None = None, *,
+               plain_loader: bool = False) -> dict[str, str]:
     """The environment for a check subprocess: ``paths`` first on ``sys.path``, no user site
     (so ~/.local cannot shadow the wheel), no .pyc files written into the unpacked wheel;
-    ``extra`` variables on top."""
+    ``extra`` variables on top. ``plain_loader``: no ``LD_LIBRARY_PATH`` either, so libraries
+    resolve as in a fresh venv."""
     env = {**os.environ, **(extra or {})}
+    if plain_loader:
+        env.pop("LD_LIBRARY_PATH", None)
     old = env.get("PYTHONPATH")
     env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), *([old] if old else [])])
     env["PYTHONNOUSERSITE"] = "1"
@@ -65,11 +69,13 @@ def python_env(paths: Sequence[Path], extra: Mapping[str, str] | None = None) ->
 
 
 def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
-               timeout: float = 300, env: Mapping[str, str] | None = None) -> Outcome:
+               timeout: float = 300, env: Mapping[str, str] | None = None,
+               plain_loader: bool = False) -> Outcome:
     """Run ``python args...`` with ``paths`` importable, in a scratch cwd (so nothing in the
     caller's directory shadows the wheel); kill its whole process group on timeout."""
     with tempfile.TemporaryDirectory(prefix="cuforge-run-") as cwd:
-        proc = subprocess.Popen([str(python), *args], cwd=cwd, env=python_env(paths, env),
+        proc = subprocess.Popen([str(python), *args], cwd=cwd,
+                                env=python_env(paths, env, plain_loader=plain_loader),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 errors="replace", start_new_session=True)
         try:

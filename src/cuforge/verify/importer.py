@@ -1,7 +1,9 @@
 """Check 4: does the wheel import? In a fresh interpreter (the combo's python), with the
 unpacked wheel first on ``sys.path``: ``import torch`` (extensions need its libraries loaded),
 then each module. A crash (segfault in a static initializer, as spconv's
-``get_all_algo_desp()`` does) is reported as such, not mistaken for a traceback.
+``get_all_algo_desp()`` does) is reported as such, not mistaken for a traceback. After a pass,
+the modules are imported once more without torch and without ``LD_LIBRARY_PATH``: what a user
+who imports the package first sees (cumm's core_cc needs libnvrtc, which only torch loads).
 
 >>> _script(["a", "b.c"], import_torch=False).count("import_module")
 1
@@ -9,6 +11,7 @@ then each module. A crash (segfault in a static initializer, as spconv's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -60,7 +63,41 @@ def check_import(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
     outcome = run_python(python, ["-c", _script(modules, import_torch=import_torch)],
                          paths=paths, timeout=timeout)
     result = interpret(outcome, timeout=timeout)
-    if result.status == "pass":
-        first = "torch, then " if import_torch else ""
-        return CheckResult("import", "pass", f"imported {first}{', '.join(modules)}")
-    return result
+    if result.status != "pass":
+        return result
+    if not import_torch:
+        return CheckResult("import", "pass", f"imported {', '.join(modules)}")
+    return _without_torch(python, paths, modules, timeout=timeout)
+
+
+# Sonames torch's own libraries carry: a torch extension needs `import torch` first by design.
+_TORCH_LIBS = re.compile(r"^lib(c10|torch|shm)[\w.-]*\.so")
+_MISSING = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
+
+
+def _without_torch(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
+                   timeout: float) -> CheckResult:
+    """Import again without torch (and without LD_LIBRARY_PATH), as a user who imports this
+    package first would: torch preloads CUDA libraries (libnvrtc, cuBLAS, ...) that a module
+    may need but cannot find by itself. Says which, instead of passing silently."""
+    done = f"imported torch, then {', '.join(modules)}"
+    outcome = run_python(python, ["-c", _script(modules, import_torch=False)], paths=paths,
+                         timeout=timeout, plain_loader=True)
+    alone = interpret(outcome, timeout=timeout)
+    if alone.status == "pass":
+        return CheckResult("import", "pass", f"{done}; also without torch imported first")
+    missing = _MISSING.search(outcome.stderr)
+    where = _last_started(outcome.stdout)
+    if outcome.crashed or outcome.timed_out:
+        return CheckResult("import", "fail", f"{done}, but without torch imported first: "
+                           f"{alone.detail}")
+    if missing and _TORCH_LIBS.match(missing[1]):
+        return CheckResult("import", "pass", f"{done}; {where} needs torch imported first "
+                           f"({missing[1]}), as torch extensions do")
+    if not missing:   # not the loader: the package simply expects torch (its own choice)
+        return CheckResult("import", "pass", f"{done}; without torch imported first, {where} "
+                           f"fails: {last_error_line(outcome.stderr)}")
+    return CheckResult("import", "warn",
+                       f"{done}; resolves only after `import torch`: without it, importing "
+                       f"{where} fails ({missing[1]} does not resolve; torch or the "
+                       "environment loaded it, the module cannot find it by itself)")
