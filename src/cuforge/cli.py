@@ -1,4 +1,4 @@
-"""Command line: ``cuforge build|matrix|shell|verify|doctor|patch|resolve``. nox sessions and invoke
+"""Command line: ``cuforge build|matrix|shell|verify|doctor|patch|index|resolve``. nox sessions and invoke
 tasks call this; it is also what runs on machines without nox/invoke (``python -m cuforge``).
 
 Errors are printed once, here, as a message and an exit code; ``CUFORGE_DEBUG=1`` shows the
@@ -127,8 +127,14 @@ def _parser() -> argparse.ArgumentParser:
     pt.add_argument("--dry-run", action="store_true")
     pt.set_defaults(func=_cmd_patch)
 
-    r = sub.add_parser("resolve", help="check that a combo's torch + toolkit install on its "
-                       "platform (uv, nothing installed)")
+    ix = sub.add_parser("index", parents=[common],
+                        help="write a PEP 503/691 simple index into each wheelhouse dir")
+    ix.add_argument("paths", nargs="*", type=Path,
+                    help="wheelhouse dirs or a wheelhouse root (default: the wheelhouse)")
+    ix.set_defaults(func=_cmd_index)
+
+    r = sub.add_parser("resolve", parents=[common], help="check that a combo's torch + toolkit "
+                       "install on its platform (uv, nothing installed)")
     _combo_args(r)
     r.add_argument("--torch", default="", help="one torch version (default: each the combo lists)")
     r.set_defaults(func=_cmd_resolve)
@@ -240,6 +246,13 @@ def _cmd_patch(args) -> int:
     return run_patch_command(args.set_name, args.checkout, check=args.check,
                              revert=args.revert, dry_run=args.dry_run,
                              patches_dir=_project(args).patches_dir)
+
+
+def _cmd_index(args) -> int:
+    from .index import write_indexes
+    for tree in write_indexes(args.paths or [_project(args).wheelhouse]):
+        print(f"{tree.url}  ({len(tree.files)} wheels, {len(tree.projects)} projects)")
+    return 0
 
 
 def _cmd_resolve(args) -> int:
