@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
@@ -32,8 +34,6 @@ def collect_wheels(paths: list[Path]) -> list[Path]:
 def model_reports(project: Project, env, wheels: list[Path]) -> list:
     """Run every ``smoke/models/*.py`` with all ``wheels`` importable together (the model stage:
     packages working with each other), reported like one package per model."""
-    import tempfile
-
     from .verify import CheckResult, WheelReport
     from .verify.smoke import check_smoke
     from .verify.wheel import import_roots, unpack
@@ -49,6 +49,47 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
     return out
 
 
+# cumm and spconv name their wheels after the CUDA version: cumm-cu130, spconv-cu126.
+_CUDA_SUFFIX = re.compile(r"-cu\d+$")
+
+
+def recipe_for(package: str, recipes: dict):
+    """The recipe of a wheel's (normalised) package name: ``torch-scatter``, or ``spconv-cu130``
+    for the spconv recipe; None for wheels cuforge has no recipe for."""
+    return recipes.get(package) or recipes.get(_CUDA_SUFFIX.sub("", package))
+
+
+def dependency_roots(recipe, recipes: dict, by_package: dict[str, Path], tmp: Path) -> list[Path]:
+    """Import roots of the wheels that ``recipe`` depends on (transitively) among the wheels
+    being verified, unpacked once each under ``tmp``: spconv needs cumm to import."""
+    from packaging.utils import canonicalize_name
+
+    from .verify.wheel import import_roots, unpack
+    roots: list[Path] = []
+    seen: set[str] = set()
+    stack = [canonicalize_name(d) for d in recipe.depends]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        wheel = _wheel_named(name, by_package)
+        if wheel is not None:
+            dest = tmp / wheel.name
+            if not dest.exists():
+                unpack(wheel, dest)
+            roots += import_roots(dest)
+        if name in recipes:
+            stack += [canonicalize_name(d) for d in recipes[name].depends]
+    return roots
+
+
+def _wheel_named(name: str, by_package: dict[str, Path]) -> Path | None:
+    """The wheel of package ``name`` (``cumm`` finds cumm-cu130's wheel too)."""
+    return by_package.get(name) or next(
+        (w for pkg, w in by_package.items() if _CUDA_SUFFIX.sub("", pkg) == name), None)
+
+
 def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: bool,
                  arches_given: bool, models: bool = False) -> int:
     from .verify import render_table, reports_to_json, verify_wheel
@@ -56,14 +97,19 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log")
     from packaging.utils import canonicalize_name
     recipes = {canonicalize_name(name): r for name, r in load_recipes(project).items()}
+    wheels = collect_wheels(paths)
+    by_package = {package_name(w): w for w in wheels}
     reports = []
-    for wheel in collect_wheels(paths):
-        recipe = recipes.get(package_name(wheel))   # normalised: cuforge-demo, torch-scatter
-        archs = combo.arches if arches_given else _requested_from_manifest(wheel) or combo.arches
-        ctx = verify_context(env, archs)
-        smoke = smoke_script(project, recipe) if recipe else None
-        modules = list(recipe.modules) if recipe else None
-        reports.append(verify_wheel(wheel, ctx, smoke=smoke, modules=modules))
+    with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp:
+        for wheel in wheels:
+            recipe = recipe_for(package_name(wheel), recipes)
+            archs = combo.arches if arches_given else _requested_from_manifest(wheel) or combo.arches
+            ctx = verify_context(env, archs)
+            smoke = smoke_script(project, recipe) if recipe else None
+            modules = list(recipe.modules) if recipe else None
+            deps = dependency_roots(recipe, recipes, by_package, Path(tmp)) if recipe else []
+            reports.append(verify_wheel(wheel, ctx, smoke=smoke, modules=modules,
+                                        dependency_paths=deps))
     if models:
         reports += model_reports(project, env, collect_wheels(paths))
     if as_json:

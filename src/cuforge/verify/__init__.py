@@ -15,7 +15,7 @@ Typical use (what ``cuforge verify`` and ``invoke verify`` do)::
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..arches import ArchList
@@ -105,21 +105,23 @@ def _fatbins(root: Path, sos: list[Path]) -> dict[str, list[FatbinContainer]]:
 
 
 def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path | None = None,
-                 modules: list[str] | None = None, timeout: float = 300) -> WheelReport:
+                 modules: list[str] | None = None, timeout: float = 300,
+                 dependency_paths: Sequence[Path] = ()) -> WheelReport:
     """Run every check on ``wheel`` and return its report (checks in ``CHECKS`` order).
 
     ``modules``: what the import check imports (default: the wheel's top-level names and all
     its extension modules). ``smoke``: the recipe's smoke script, a path or a SmokeScript that
     also says whether it needs a GPU (None: smoke is skipped).
-    ``timeout``: seconds for each subprocess. Raises VerifyError only when the file is not a
-    wheel; every finding is a CheckResult.
+    ``timeout``: seconds for each subprocess. ``dependency_paths``: import roots of the wheels
+    this one needs at run time (spconv imports cumm), placed after the wheel's own roots.
+    Raises VerifyError only when the file is not a wheel; every finding is a CheckResult.
     """
     wheel = Path(wheel)
     with tempfile.TemporaryDirectory(prefix="cuforge-verify-") as tmp:
         root = unpack(wheel, Path(tmp))
         sos = shared_objects(root)
         results = _elf_checks(root, sos, ctx)
-        paths = import_roots(root)
+        paths = import_roots(root) + list(dependency_paths)
         imported = check_import(ctx.python, paths, modules or default_modules(root), timeout=timeout)
         results.append(imported)
         if smoke is None:
