@@ -1,5 +1,6 @@
 """invoke tasks for the workstation: build, matrix, shell, verify, doctor, patch-milo,
-patch-pointcept, setup, index, resolve. Each is a thin call into the ``cuforge`` CLI."""
+patch-pointcept, setup, index, resolve, ci-matrix, ci-workflow. Each is a thin call into the
+``cuforge`` CLI."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Command line: ``cuforge build|matrix|shell|verify|doctor|patch|index|resolve``. nox sessions and invoke
-tasks call this; it is also what runs on machines without nox/invoke (``python -m cuforge``).
+"""Command line: ``cuforge build|matrix|shell|verify|doctor|patch|index|resolve|ci``. nox
+sessions and invoke tasks call this; it is also what runs on machines without nox/invoke (``python -m cuforge``).
 
 Errors are printed once, here, as a message and an exit code; ``CUFORGE_DEBUG=1`` shows the
 traceback.
@@ -133,6 +133,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="wheelhouse dirs or a wheelhouse root (default: the wheelhouse)")
     ix.set_defaults(func=_cmd_index)
 
+    ci = sub.add_parser("ci", parents=[common],
+                        help="the CI build matrix / GitHub Actions workflow from envs/")
+    ci.add_argument("what", choices=["matrix", "workflow"])
+    ci.add_argument("--check", action="store_true",
+                    help="workflow: fail unless the committed file is current")
+    ci.set_defaults(func=_cmd_ci)
+
     r = sub.add_parser("resolve", parents=[common], help="check that a combo's torch + toolkit "
                        "install on its platform (uv, nothing installed)")
     _combo_args(r)
@@ -252,6 +259,19 @@ def _cmd_index(args) -> int:
     from .index import write_indexes
     for tree in write_indexes(args.paths or [_project(args).wheelhouse]):
         print(f"{tree.url}  ({len(tree.files)} wheels, {len(tree.projects)} projects)")
+    return 0
+
+
+def _cmd_ci(args) -> int:
+    from . import ci
+    project = _project(args)
+    if args.what == "matrix":
+        print(ci.matrix_json(project))
+    elif args.check:
+        ci.check_workflow(project)
+        print(f"{ci.WORKFLOW} is current")
+    else:
+        print(f"wrote {ci.write_workflow(project)}")
     return 0
 
 

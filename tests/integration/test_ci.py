@@ -1,0 +1,116 @@
+"""The CI matrix from envs/ and the GitHub Actions workflow generated from it: current,
+consistent with the matrix, and valid for a workflow linter (check-jsonschema with its
+vendored GitHub workflow schema, installed from PyPI with the test extra)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from cuforge import ci
+from cuforge.combos import load_combos
+from cuforge.errors import ConfigError
+from cuforge.project import Project, find_project
+
+PROJECT = find_project()
+
+
+def _cuforge(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cuforge", *args], capture_output=True,
+                          text=True, cwd=PROJECT.root)
+
+
+def _lint(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema",
+                           "vendor.github-workflows", str(path)], capture_output=True, text=True)
+
+
+def test_matrix_has_one_entry_per_ci_combo():
+    proc = _cuforge("ci", "matrix")
+    assert proc.returncode == 0, proc.stderr
+    entries = {e["combo"]: e for e in json.loads(proc.stdout)}
+    combos = load_combos(PROJECT)
+    assert set(entries) == {c.id for c in combos if c.ci}
+    assert "h200" not in entries                       # ci = false: tied to one machine
+    demo = entries["3.11-cu130"]
+    assert demo["packages"] == ["cuforge-demo"] and demo["arches"] == "12.0;12.1+PTX"
+    assert demo["gpu"] is True                         # its smoke test needs a GPU
+    assert demo["runner"] == "ubuntu-24.04" and "gpu" in demo["gpu_runner"]
+    assert demo["wheel_dir"] == "wheelhouse/linux-x86_64/cu130/torch2.14.1-cp311"
+    spark = entries["spark"]
+    assert spark["platform"] == "linux-aarch64" and spark["runner"].endswith("-arm")
+    assert spark["wheel_dir"].startswith("wheelhouse/linux-aarch64/")
+
+
+def test_matrix_orders_packages_and_knows_cpu_only_smoke(tmp_path):
+    """Dependencies come first; a plan whose smoke tests all run without a GPU needs none."""
+    root = _copy_project(tmp_path)
+    combos = (root / "envs" / "combos.toml").read_text()
+    combos = combos.replace('torch = "2.14.1"\n', 'torch = "2.14.1"\npackages = ["spconv"]\n', 1)
+    (root / "envs" / "combos.toml").write_text(combos)
+    first = ci.matrix(Project(root))[0]
+    assert first["packages"][-1] == "spconv"
+    assert first["packages"].index("cumm") < first["packages"].index("spconv")
+    combos = combos.replace('packages = ["spconv"]', 'packages = ["pccm"]', 1)
+    (root / "envs" / "combos.toml").write_text(combos)
+    smoke = root / "smoke" / "check_pccm.py"
+    assert not smoke.exists()
+    assert ci.matrix(Project(root))[0]["gpu"] is False    # nothing to smoke-test on a GPU
+
+
+def test_committed_workflow_is_current_and_lints_clean():
+    proc = _cuforge("ci", "workflow", "--check")
+    assert proc.returncode == 0, proc.stderr
+    path = PROJECT.root / ci.WORKFLOW
+    lint = _lint(path)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    doc = YAML(typ="safe").load(path.read_text())
+    build = doc["jobs"]["build"]
+    assert build["strategy"]["matrix"]["include"] == ci.matrix(PROJECT)
+    smoke = doc["jobs"]["smoke"]
+    assert smoke["runs-on"] == "${{ matrix.gpu_runner }}" and smoke["needs"] == "build"
+    assert [e["combo"] for e in smoke["strategy"]["matrix"]["include"]] == [
+        e["combo"] for e in ci.matrix(PROJECT) if e["gpu"]]
+    runs = [s.get("run", "") for s in smoke["steps"]]
+    assert any(r.startswith("cuforge verify ${{ matrix.wheel_dir }}") for r in runs)
+    uploads = [s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert uploads[0]["with"]["path"] == "${{ matrix.wheel_dir }}"
+
+
+def test_the_linter_rejects_a_broken_workflow(tmp_path):
+    broken = tmp_path / "wheels.yml"
+    broken.write_text(ci.render_workflow(PROJECT).replace("runs-on:", "runs_on:"))
+    assert _lint(broken).returncode != 0
+
+
+def test_a_stale_workflow_is_reported_with_the_fix(tmp_path):
+    root = _copy_project(tmp_path)
+    with (root / "envs" / "combos.toml").open("a") as f:
+        f.write('\n[[combo]]\npython = "3.13"\naccel = "cu130"\ntorch = "2.14.1"\n')
+    with pytest.raises(ConfigError, match="out of date") as err:
+        ci.check_workflow(Project(root))
+    assert "invoke ci-workflow" in str(err.value)
+    ci.write_workflow(Project(root))
+    ci.check_workflow(Project(root))
+    assert '"combo": "3.13-cu130"' in (root / ci.WORKFLOW).read_text()
+
+
+def test_a_platform_without_runners_is_a_config_error(tmp_path):
+    root = _copy_project(tmp_path)
+    text = (root / "envs" / "ci.toml").read_text()
+    (root / "envs" / "ci.toml").write_text(text.split("[platform.linux-aarch64]")[0])
+    with pytest.raises(ConfigError, match="combo spark builds on linux-aarch64, which has no"):
+        ci.matrix(Project(root))
+
+
+def _copy_project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    for part in ("envs", "recipes", "smoke", ".github"):
+        shutil.copytree(PROJECT.root / part, root / part)
+    return root
