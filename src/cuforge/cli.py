@@ -1,5 +1,6 @@
 """Command line: ``cuforge build|matrix|shell|verify|doctor|patch|index|resolve|ci``. nox
-sessions and invoke tasks call this; it is also what runs on machines without nox/invoke (``python -m cuforge``).
+sessions and invoke tasks call this; it is also what runs on machines without nox/invoke
+(``python -m cuforge``).
 
 Errors are printed once, here, as a message and an exit code; ``CUFORGE_DEBUG=1`` shows the
 traceback.
