@@ -8,11 +8,16 @@ filled from the names each module declares. One Gaussian sits on the optical axi
   * the centre pixel's RGB is proportional to the colour (alpha is the same for each channel);
   * the image is linear in the colour: d(sum image[c]) / d colour[c] = sum(image[c]) / colour[c];
   * a second Gaussian behind the camera is culled (radius 0) and gets no gradient.
+What ``forward`` returns differs too, and each per-package script declares it (``OUTPUTS``:
+names and shapes, in order, as the variant's ``__init__.py`` at MILo's pin returns them); the
+values must match exactly, and ``color[:3]`` is the RGB image the facts above are checked on.
+A variant's own facts (the _gof extra channels, its ``integrate``) come as a ``more`` callback.
 Run by the per-package scripts, which check for a GPU first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import importlib
 import inspect
 import math
@@ -22,6 +27,24 @@ import torch
 
 SIZE = 33                                   # odd: the principal point is pixel (16, 16)
 COLOR = (0.2, 0.6, 0.9)
+DEPTH = 3.0                                 # the visible Gaussian's distance on the optical axis
+OPACITY = 0.8
+
+# An output spec: ((name, shape), ...) where a shape holds ints, "H"/"W" (the image) and "P"
+# (the number of Gaussians).
+Outputs = tuple[tuple[str, tuple[int | str, ...]], ...]
+
+
+def unpack(module_name: str, out, spec: Outputs, sizes: dict[str, int]) -> dict[str, torch.Tensor]:
+    """``out`` named by ``spec``; exits with a failure unless count and shapes match exactly."""
+    values = out if isinstance(out, (tuple, list)) else (out,)
+    got = [tuple(v.shape) if torch.is_tensor(v) else type(v).__name__ for v in values]
+    want = [tuple(sizes.get(d, d) for d in shape) for _, shape in spec]
+    if got != want:
+        names = ", ".join(name for name, _ in spec)
+        sys.exit(f"fail: {module_name} forward returned {got}; the code at MILo's pin returns "
+                 f"({names}) shaped {want}")
+    return {name: v for (name, _), v in zip(spec, values)}
 
 
 def projection(znear: float, zfar: float, tan_half: float) -> torch.Tensor:
@@ -34,7 +57,10 @@ def projection(znear: float, zfar: float, tan_half: float) -> torch.Tensor:
     return p
 
 
-def run(module_name: str) -> None:
+def run(module_name: str, outputs: Outputs,
+        more: Callable[[object, dict, dict[str, torch.Tensor]], str] | None = None) -> None:
+    """Render, check ``outputs`` and the shared facts, backpropagate, then run ``more``
+    (rasterizer, forward arguments, named outputs) -> a note for the pass line."""
     mod = importlib.import_module(module_name)
     dev = torch.device("cuda")
     tan_half = math.tan(math.radians(30))
@@ -56,9 +82,9 @@ def run(module_name: str) -> None:
     rasterizer = mod.GaussianRasterizer(
         raster_settings=mod.GaussianRasterizationSettings(**{f: known[f] for f in fields}))
 
-    means3d = torch.tensor([[0.0, 0.0, 3.0], [0.0, 0.0, -3.0]], device=dev, requires_grad=True)
+    means3d = torch.tensor([[0.0, 0.0, DEPTH], [0.0, 0.0, -DEPTH]], device=dev, requires_grad=True)
     colors = torch.tensor([COLOR, COLOR], device=dev, requires_grad=True)
-    opacity = torch.full((2, 1), 0.8, device=dev, requires_grad=True)
+    opacity = torch.full((2, 1), OPACITY, device=dev, requires_grad=True)
     args = {
         "means3D": means3d, "means2D": torch.zeros_like(means3d, requires_grad=True),
         "opacities": opacity, "colors_precomp": colors, "shs": None, "dc": None,
@@ -72,14 +98,10 @@ def run(module_name: str) -> None:
     if missing:
         sys.exit(f"fail: {module_name}.GaussianRasterizer.forward needs {missing}, "
                  "which this smoke test does not know")
-    out = rasterizer(**{n: v for n, v in args.items() if n in params})
-    # The variants return different tuples (depth, normals, counts, ...): pick by shape.
-    outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if torch.is_tensor(t)]
-    image = next((t for t in outs if t.shape == (3, SIZE, SIZE)), None)
-    if image is None:
-        sys.exit(f"fail: no [3, {SIZE}, {SIZE}] image among the outputs "
-                 f"{[tuple(t.shape) for t in outs]}")
-    radii = next((t for t in outs if t.shape == (2,) and not t.is_floating_point()), None)
+    used = {n: v for n, v in args.items() if n in params}
+    named = unpack(module_name, rasterizer(**used), outputs, {"H": SIZE, "W": SIZE, "P": 2})
+    image, radii = named["color"][:3], named["radii"]
+    assert not radii.is_floating_point(), f"radii are {radii.dtype}, not integers"
 
     c = SIZE // 2
     peak = image.sum(0)
@@ -87,10 +109,12 @@ def run(module_name: str) -> None:
     assert image[:, 0, 0].abs().max() < 1e-6, "corner is not background"
     centre = image[:, c, c]
     ratio = centre / torch.tensor(COLOR, device=dev)
-    assert 0.2 < ratio.mean() <= 0.8 + 1e-4, f"centre alpha {ratio.mean():.3f} out of range"
+    assert 0.2 < ratio.mean() <= OPACITY + 1e-4, f"centre alpha {ratio.mean():.3f} out of range"
     torch.testing.assert_close(ratio, ratio.mean().expand(3), rtol=1e-4, atol=1e-6)
-    if radii is not None:
-        assert radii[1].item() == 0, "a Gaussian behind the camera was not culled"
+    assert radii[0].item() > 0, "the visible Gaussian has radius 0"
+    assert radii[1].item() == 0, "a Gaussian behind the camera was not culled"
+    if "alpha" in named:              # accumulated opacity: over black, the RGB / colour ratio
+        torch.testing.assert_close(named["alpha"][0, c, c], ratio.mean(), rtol=1e-3, atol=1e-5)
 
     image.sum().backward()
     expected = image.detach().sum((1, 2)) / torch.tensor(COLOR, device=dev)
@@ -98,6 +122,7 @@ def run(module_name: str) -> None:
     assert colors.grad[1].abs().max() == 0, "the culled Gaussian got a colour gradient"
     assert torch.isfinite(means3d.grad).all() and torch.isfinite(opacity.grad).all()
     assert opacity.grad[0].abs().item() > 0, "no opacity gradient for the visible Gaussian"
+    note = more(rasterizer, used, named) if more else ""
     cap = "".join(map(str, torch.cuda.get_device_capability()))
     print(f"pass: {module_name} forward+backward of one Gaussian matches the analytic facts "
-          f"(centre alpha {ratio.mean():.3f}) on sm_{cap}")
+          f"(outputs {', '.join(named)}; centre alpha {ratio.mean():.3f}{note}) on sm_{cap}")
