@@ -7,7 +7,7 @@ and a :class:`~cuforge.errors.PatchError` names each drifted file and what was e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cuforge.errors import PatchError
@@ -45,6 +45,59 @@ def _result(ps: PatchSet, patch: Patch, probe: Probe, action: str) -> PatchResul
         detail=probe.detail,
         why=patch.why,
     )
+
+
+@dataclass(frozen=True)
+class _NothingFound:
+    """Stands for a glob patch that concerns no file of the tree: one "not needed" row."""
+
+    glob: str
+    what: str
+    kind: str
+
+    def probe(self, text: str | None) -> Probe:
+        return Probe(Status.NOT_NEEDED, f"no file matching {self.glob} has {self.what}")
+
+    def forward(self, text: str | None) -> str | None:
+        return text
+
+    def reverse(self, text: str) -> str | None:
+        return text
+
+    def expected(self) -> str:
+        return self.what
+
+
+def _tree_files(root: Path, pattern: str) -> list[str]:
+    """Files under ``root`` matching ``pattern``, outside hidden dirs (.git, the backup store)."""
+    found = []
+    for path in root.glob(pattern):
+        rel = path.relative_to(root)
+        if path.is_file() and not any(p.startswith(".") or p == "__pycache__" for p in rel.parts):
+            found.append(rel.as_posix())
+    return sorted(found)
+
+
+def expand(ps: PatchSet, root: Path | str) -> PatchSet:
+    """``ps`` with each glob patch replaced by one patch per file it concerns: a use to rewrite
+    or its own marker, found by the operation itself (an AST walk). A glob that concerns
+    nothing stays as one "not needed" row."""
+    if not any(p.glob for p in ps.patches):
+        return ps
+    path = Path(root).resolve()
+    patches: list[Patch] = []
+    for patch in ps.patches:
+        if not patch.glob:
+            patches.append(patch)
+            continue
+        files = _tree_files(path, patch.file) if path.is_dir() else []
+        hits = [f for f in files if patch.op.concerns(_decode(read_bytes(path / f)))]
+        patches += [replace(patch, file=f, glob=False) for f in hits]
+        if not hits:
+            what = patch.op.expected()
+            patches.append(replace(patch, op=_NothingFound(patch.file, what, patch.kind),
+                                   glob=False))
+    return replace(ps, patches=tuple(patches))
 
 
 @dataclass
@@ -85,6 +138,7 @@ def _raise_on_drift(ps: PatchSet, tree: _Tree, probes: list[tuple[Patch, Probe]]
 
 def check(ps: PatchSet, root: Path | str) -> list[PatchResult]:
     """Report, per patch, whether it is applied, not applied, drifted or not needed."""
+    ps = expand(ps, root)
     tree = _Tree.read(ps, root)
     return [_result(ps, p, _probe(p, tree.text(p.file)), "") for p in ps.patches]
 
@@ -106,6 +160,7 @@ def _forward_file(patches: list[Patch], text: str | None) -> str | None:
 
 def apply(ps: PatchSet, root: Path | str, dry_run: bool = False) -> list[PatchResult]:
     """Apply every not-yet-applied patch; a second apply changes nothing and says so."""
+    ps = expand(ps, root)
     tree = _Tree.read(ps, root)
     probes = [(p, _probe(p, tree.text(p.file))) for p in ps.patches]
     _raise_on_drift(ps, tree, probes)
@@ -160,6 +215,7 @@ def _reverse_text(patches: list[Patch], text: str | None, file: str) -> str | No
 
 def revert(ps: PatchSet, root: Path | str, dry_run: bool = False) -> list[PatchResult]:
     """Undo the set: restore the original bytes from the backup store, or reverse the edits."""
+    ps = expand(ps, root)
     tree = _Tree.read(ps, root)
     store = BackupStore(tree.root, ps.name)
     records = store.load()

@@ -9,7 +9,9 @@ The manifest format (see ``docs/patches.md``)::
     [[patch]]
     id = "tetra-force-abi-header"      # unique within the set
     kind = "insert_file"               # replace_text | insert_include | insert_file | replace_function
+                                       # | rename_attribute
     file = "submodules/tetra_triangulation/src/force_abi.h"   # relative to the patched tree
+    # files = "**/*.py"                # rename_attribute: a glob; every file that uses it
     payload = "payload/force_abi.h"    # relative to the patch set directory
     why = "..."                        # required: a note for people
     optional = false                   # true: a missing target is "not needed", not drift
@@ -24,6 +26,7 @@ from typing import Any
 
 from cuforge.errors import ConfigError, PatchError
 from cuforge.patching.model import Operation, Patch, PatchSet
+from cuforge.patching.pyattr import RenameAttribute
 from cuforge.patching.pyfunc import ReplaceFunction
 from cuforge.patching.textops import InsertFile, InsertInclude, ReplaceText, Variant
 
@@ -114,9 +117,15 @@ def _operation(directory: Path, table: dict[str, Any], where: str) -> Operation:
             )
         except (SyntaxError, PatchError) as err:
             raise ConfigError(f"{where}: bad payload: {err}") from err
+    if kind == "rename_attribute":
+        note = _text(table, "note", where)
+        if not note.startswith("cuforge:"):
+            raise ConfigError(f"{where}: 'note' must start with 'cuforge:' (it marks the result)")
+        return RenameAttribute(_text(table, "module", where), _text(table, "old", where),
+                               _text(table, "new", where), note)
     raise ConfigError(
         f"{where}: unknown kind {kind!r}",
-        hint="use replace_text, insert_include, insert_file or replace_function",
+        hint="use replace_text, insert_include, insert_file, replace_function or rename_attribute",
     )
 
 
@@ -124,15 +133,18 @@ def _patch(directory: Path, table: dict[str, Any], index: int) -> Patch:
     where = f"{directory / MANIFEST} patch {index + 1}"
     patch_id = _text(table, "id", where)
     where = f"{directory / MANIFEST} patch {patch_id!r}"
-    file = _text(table, "file", where)
+    is_glob = table.get("kind") == "rename_attribute"
+    key = "files" if is_glob else "file"
+    file = _text(table, key, where)
     if Path(file).is_absolute() or ".." in Path(file).parts:
-        raise ConfigError(f"{where}: 'file' must be a path inside the patched tree, got {file!r}")
+        raise ConfigError(f"{where}: '{key}' must be a path inside the patched tree, got {file!r}")
     return Patch(
         id=patch_id,
         file=file,
         why=_text(table, "why", where).strip(),
         op=_operation(directory, table, where),
         optional=bool(table.get("optional", False)),
+        glob=is_glob,
     )
 
 

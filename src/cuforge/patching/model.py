@@ -64,6 +64,9 @@ class Patch:
     why: str
     op: Operation
     optional: bool = False
+    # A glob over the tree (``**/*.py``) instead of one file: the engine turns the patch into one
+    # per file that its operation ``concerns`` (see ``engine.expand``); ``file`` is the glob.
+    glob: bool = False
 
     @property
     def kind(self) -> str:
