@@ -92,6 +92,13 @@ def ninja_step(line: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def live_progress(console: Console) -> Progress:
+    """The live display build progress lines go to (one per running package)."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
+                    MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+                    TimeRemainingColumn(), console=console, transient=True)
+
+
 @dataclass
 class BuildProgress:
     """A live line per package: spinner and phase until the compiler prints ninja steps, then
@@ -103,24 +110,29 @@ class BuildProgress:
     package: str
     console: Console
     what: str = "building"
+    shared: Progress | None = None   # packages side by side: one live display, a line each
     _progress: Progress | None = field(default=None, init=False)
     _task: TaskID | None = field(default=None, init=False)
     steps: tuple[int, int] | None = field(default=None, init=False)
     started: float = field(default_factory=time.monotonic, init=False)
 
     def __enter__(self) -> BuildProgress:
-        self._progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
-            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-            TimeRemainingColumn(), console=self.console, transient=True)
-        self._progress.__enter__()
+        if self.shared is not None:
+            self._progress = self.shared
+        else:
+            self._progress = live_progress(self.console)
+            self._progress.__enter__()
         # total=None: an indeterminate (pulsing) bar until ninja says how many steps there are
         self._task = self._progress.add_task(self._label(self.what), total=None)
         return self
 
     def __exit__(self, *exc) -> None:
         assert self._progress is not None
-        self._progress.__exit__(*exc)
+        if self.shared is not None:
+            assert self._task is not None
+            self._progress.remove_task(self._task)
+        else:
+            self._progress.__exit__(*exc)
 
     def _label(self, text: str) -> str:
         return escape(f"{self.package}: {text}")

@@ -1,5 +1,6 @@
-"""``--dry-run``: every step's exact command and environment, computed like a real build;
-nothing is created, fetched, built or written."""
+"""``--dry-run``: print the build plan (``cuforge.plan``): every command exactly as a build
+would run it, with its environment, and each package's key; nothing is created, fetched,
+built or written. Lines that are not comments are the commands, in order."""
 
 from __future__ import annotations
 
@@ -9,18 +10,17 @@ from pathlib import Path
 from rich.console import Console
 
 from . import sources, venv
-from .build import BuildJob, steps_for
 from .combos import Combo
 from .errors import CuforgeError
-from .pipeline import BuildRequest, _job_env, _package_arches, wheel_dir
+from .plan import Action, PackagePlan, make_plan
 from .project import Project
 from .recipes import Recipe
 from .toolchain import Toolkit
 from .torchinfo import TorchInfo
 
 
-def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
-    """Print every step's exact command and environment; build nothing, write nothing."""
+def dry_run(project: Project, req, order: list[Recipe]) -> None:
+    """Print the plan a build of ``order`` would run; build nothing, write nothing."""
     combo = req.combo
     out = Console(highlight=False, soft_wrap=True)
     out.print(f"# dry run: combo {combo.id}, torch {combo.torch}, CUDA {combo.accel.cuda}, "
@@ -33,27 +33,39 @@ def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
             out.print(step.render(), markup=False)
     elif not combo.interpreter:
         out.print(f"# env {venv.env_dir(project.state_dir, combo)} is ready: nothing to install")
-    house = wheel_dir(project, combo)
-    for recipe in order:
-        out.print(f"\n# ---- {recipe.name} ({recipe.kind}) ----")
-        archs = _package_arches(recipe, combo, req)
-        if archs is not None and len(archs) == 0:
-            out.print(f"# would skip {recipe.name}: no requested arch is supported")
-            continue
-        work = project.state_dir / "work" / combo.env_id / recipe.name
-        if recipe.kind != "prebuilt":
-            for step in sources.describe_steps(recipe.source, project.root,
-                                               project.state_dir / "cache", work / "src"):
-                out.print(step.render(), markup=False)
-            for p in recipe.patches:
-                out.print(f"# apply patch set patches/{p}")
-        job = BuildJob(recipe, env.python, work / "src", work / "dist", work / "build",
-                       archs or combo.arches, _job_env(env, recipe, archs or combo.arches,
-                                                       req.jobs), req.verbose,
-                       project.root / "native" / "cmake")
-        for step in steps_for(job):
-            out.print(step.render(), markup=False)
-        out.print(f"# then: verify (abi, symbols, fatbin, import, smoke) and publish into {house}")
+    plan = make_plan(project, req, env, order)
+    out.print(f"# jobs budget {plan.jobs}: packages at the same depth build side by side")
+    for pkg in plan.packages:
+        for line in package_lines(project, pkg):
+            out.print(line, markup=False)
+    out.print(f"\n# then: publish each verified wheel into {plan.wheel_dir}")
+
+
+def package_lines(project: Project, pkg: PackagePlan) -> list[str]:
+    """One package of the plan as text: comments, then the commands in order."""
+    lines = [f"\n# ---- {pkg.name} ({pkg.recipe.kind}, {pkg.jobs} jobs, key {pkg.key[:16]}) ----"]
+    if pkg.skip:
+        return [*lines, f"# would skip {pkg.name}: {pkg.skip}"]
+    if pkg.prebuilt:
+        lines.append("# first: the published wheel; if it passes the checks, nothing is "
+                     "compiled")
+        lines += [_render(project, pkg, a) for a in pkg.prebuilt]
+        lines.append("# else: build from source")
+    lines += [_render(project, pkg, a) for a in pkg.actions]
+    return lines
+
+
+def _render(project: Project, pkg: PackagePlan, action: Action) -> str:
+    if action.step is not None:
+        return action.step.render()
+    text = f"# {action.kind}: {action.what}"
+    if action.kind == "fetch":
+        source = (dict(pkg.recipe.extra_sources)[action.arg] if action.arg
+                  else pkg.recipe.source)
+        for step in sources.describe_steps(source, project.root, project.state_dir / "cache",
+                                           action.path):
+            text += "\n#   " + step.render().replace("\n", "\n#   ")
+    return text
 
 
 def _predicted_env(project: Project, combo: Combo) -> venv.ComboEnv:

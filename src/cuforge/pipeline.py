@@ -1,27 +1,28 @@
-"""The build pipeline: plan -> environment -> per package: fetch, patch, compile, verify,
-publish. Each package ends as one manifest line: compiled, prebuilt, skipped or FAILED."""
+"""The executor: runs a build plan (``cuforge.plan``) - per package: fetch, patch, compile,
+verify, publish - packages side by side under one jobs budget, dependents after their
+dependencies. Each package ends as one manifest line: compiled, prebuilt, skipped or FAILED."""
 
 from __future__ import annotations
 
 import shutil
+import threading
 import time
-from functools import cache
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-from . import sources, syslibs, venv
-from .arches import ArchList, check_supported
-from .build import BuildJob, steps_for
+from . import runner, sources, syslibs, venv
 from .combos import Combo
-from .console import BuildProgress, verdict_line
+from .console import BuildProgress, live_progress, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
+from .plan import (Action, PackagePlan, Plan, effective_policy, make_plan,  # noqa: F401
+                   recipe_digest, wheel_dir)
 from .project import Project
 from .recipes import Recipe, load_recipes, plan
 from .runner import Step, listen, run
-from .toolchain import build_environment
 from .wheelhouse import Entry, Wheelhouse, sha256_of
 
 console = Console(stderr=True, highlight=False)
@@ -53,10 +54,6 @@ class Outcome:
         return [e for e in self.entries if e.status == "FAILED"]
 
 
-def wheel_dir(project: Project, combo: Combo) -> Path:
-    return combo.wheel_dir(project.wheelhouse)
-
-
 def resolve_plan(project: Project, req: BuildRequest) -> list[Recipe]:
     recipes = load_recipes(project)
     for name, path in req.src_overrides:
@@ -83,245 +80,277 @@ def build(project: Project, req: BuildRequest) -> Outcome:
         env = venv.prepare(project.state_dir, req.combo, log=log_dir / "env.log",
                            verbose=req.verbose)
     combo = replace(req.combo, torch=env.info.torch)
+    env = replace(env, combo=combo)
     how = "reused" if env.reused else "created"
     console.print(f"[bold]{combo.id}[/]: env {how} in {time.monotonic() - t0:.1f} s "
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
                   f"{env.toolkit.root})")
-    house = Wheelhouse(wheel_dir(project, combo))
-    outcome = Outcome()
-    broken: set[str] = set()
-    for recipe in order:
-        failed_deps = [d for d in recipe.depends if d in broken]
-        if failed_deps:
-            entry = _record_skip(house, combo, recipe, f"dependency {', '.join(failed_deps)} failed")
-            broken.add(recipe.name)
-            outcome.entries.append(entry)
-            continue
-        current = None if req.rebuild else up_to_date(project, house, combo, req, recipe)
-        if current is not None:
-            console.print(f"[green]up to date[/] {current.wheel} (same recipe, patches, sources, "
-                          "arches and torch; --rebuild to build again)")
-            outcome.entries.append(current)
-            continue
-        entry = _build_one(project, req, combo, env, recipe, house, log_dir)
-        outcome.entries.append(entry)
-        if entry.status == "FAILED":
-            broken.add(recipe.name)
-            if not req.keep_going:
-                break
-    return outcome
+    the_plan = make_plan(project, req, env, order)
+    return Executor(project, req, env, the_plan, log_dir).run()
 
 
-def recipe_digest(project: Project, recipe: Recipe) -> str:
-    """sha256 over the recipe file and every file of its patch sets: edits to either make an
-    existing wheel out of date."""
-    from hashlib import sha256
-    h = sha256()
-    files = [recipe.file] if recipe.file else []
-    for name in (*recipe.patches, *recipe.arches.native_patches):
-        files += sorted(p for p in (project.patches_dir / name).rglob("*") if p.is_file())
-    for f in files:
-        h.update(str(f.relative_to(project.root) if f.is_relative_to(project.root) else f)
-                 .encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
+class Executor:
+    """Runs a plan: a package starts once its dependencies are done and its share of the jobs
+    budget is free (shares never add up to more than the budget); commands that change the
+    combo env (pip install) run one at a time."""
 
+    def __init__(self, project: Project, req: BuildRequest, env: venv.ComboEnv, plan: Plan,
+                 log_dir: Path) -> None:
+        self.project, self.req, self.env, self.plan, self.log_dir = (project, req, env, plan,
+                                                                     log_dir)
+        self.house = Wheelhouse(plan.wheel_dir)
+        self.env_lock = threading.Lock()
+        self.side_by_side = sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
 
-def up_to_date(project: Project, house: Wheelhouse, combo: Combo, req: BuildRequest,
-               recipe: Recipe) -> Entry | None:
-    """The wheelhouse entry that already satisfies this build, if any. Local paths (our
-    native/ projects, --src checkouts) change without a version, so they always rebuild (the
-    persistent build dir makes that cheap)."""
-    if recipe.source.path or recipe.kind == "prebuilt":
-        return None
-    entry = house.latest().get(recipe.name)
-    if entry is None or entry.status not in ("compiled", "prebuilt") or not entry.wheel:
-        return None
-    archs = _package_arches(recipe, combo, req)
-    wheel = house.dir / entry.wheel
-    same = (entry.recipe_digest == recipe_digest(project, recipe)
-            and entry.arches_requested == (archs or combo.arches).torch()
-            and entry.arch_policy == effective_policy(recipe, combo, req)
-            and entry.torch == combo.torch and entry.python == combo.python)
-    return entry if same and wheel.exists() and sha256_of(wheel) == entry.wheel_sha256 else None
+    def run(self) -> Outcome:
+        outcome = Outcome()
+        results: dict[str, Entry] = {}
+        pending = list(self.plan.packages)
+        running: dict[Future, PackagePlan] = {}
+        free = self.plan.jobs
+        stop: CuforgeError | None = None
+        with live_progress(console) as progress, ThreadPoolExecutor(max(1, self.plan.jobs)) as pool:
+            self.progress = progress
+            try:
+                while (pending and stop is None) or running:
+                    for pkg in list(pending if stop is None else ()):
+                        deps = [d for d in pkg.recipe.depends if d in _names(self.plan)]
+                        broken = [d for d in deps if d in results
+                                  and results[d].status in ("FAILED", "skipped")]
+                        if broken:
+                            pending.remove(pkg)
+                            results[pkg.name] = _record_skip(
+                                self.house, self.plan.combo, pkg.recipe,
+                                f"dependency {', '.join(broken)} failed")
+                            continue
+                        if any(d not in results for d in deps):
+                            continue
+                        current = None if self.req.rebuild else up_to_date(self.house, pkg)
+                        if current is not None:
+                            pending.remove(pkg)
+                            results[pkg.name] = current
+                            console.print(f"[green]up to date[/] {current.wheel} (same recipe, "
+                                          "patches, sources, arches and torch; --rebuild to "
+                                          "build again)")
+                            continue
+                        if pkg.jobs > free and running:
+                            continue
+                        pending.remove(pkg)
+                        free -= pkg.jobs
+                        running[pool.submit(self._package, pkg)] = pkg
+                    if not running:
+                        continue
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        pkg = running.pop(fut)
+                        free += pkg.jobs
+                        try:
+                            results[pkg.name] = fut.result()
+                        except CuforgeError as err:   # not --keep-going: stop after the others
+                            stop = stop or err
+                            results[pkg.name] = Entry(pkg.name, "FAILED")
+            except BaseException:
+                runner.stop_all()    # Ctrl-C / SIGTERM reach this thread only
+                raise
+        outcome.entries = [results[p.name] for p in self.plan.packages if p.name in results]
+        if stop is not None:
+            raise stop   # printed once, by the CLI
+        return outcome
 
-
-def _build_one(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
-               recipe: Recipe, house: Wheelhouse, log_dir: Path) -> Entry:
-    log = log_dir / f"{recipe.name}.log"
-    log.write_text("")
-    archs = _package_arches(recipe, combo, req)
-    if archs is not None and len(archs) == 0:
-        reason = (f"none of the requested arches {combo.arches} has kernels in {recipe.name} "
-                  f"(it has: {' '.join(recipe.arches.supported)})")
-        console.print(f"[yellow]skipped[/] {recipe.name}: {reason}")
-        return _record_skip(house, combo, recipe, reason)
-    started = time.monotonic()
-    try:
-        with BuildProgress(recipe.name, console, f"building for {archs or combo.arches} "
-                           f"(log: {log})") as progress, listen(progress.on_line):
-            wheel, how, checks, embedded, note = _wheel_for(
-                project, req, combo, env, recipe, archs, log, progress.say)
-    except CuforgeError as err:
-        entry = house.publish(None, _failed_entry(combo, recipe, str(err), log, started))
-        if not req.keep_going:
-            raise   # printed once, by the CLI
-        console.print(f"[red]FAILED[/] {escape(recipe.name)}: {escape(str(err))}")
+    def _package(self, pkg: PackagePlan) -> Entry:
+        log = self.log_dir / f"{pkg.name}.log"
+        log.write_text("")
+        if pkg.skip:
+            console.print(f"[yellow]skipped[/] {pkg.name}: {pkg.skip}")
+            return _record_skip(self.house, self.plan.combo, pkg.recipe, pkg.skip)
+        started = time.monotonic()
+        try:
+            with BuildProgress(pkg.name, console, f"building for {pkg.archs} (log: {log})",
+                               shared=self.progress) as progress, listen(progress.on_line):
+                wheel, how, checks, embedded, note = self._wheel_for(pkg, log, progress.say)
+        except CuforgeError as err:
+            entry = self.house.publish(None, _failed_entry(self.plan.combo, pkg.recipe, str(err),
+                                                           log, started))
+            if not self.req.keep_going:
+                raise
+            console.print(f"[red]FAILED[/] {escape(pkg.name)}: {escape(str(err))}")
+            return entry
+        seconds = round(time.monotonic() - started, 1)
+        recipe = pkg.recipe
+        entry = Entry(
+            package=recipe.name, status=how, version=_wheel_version(wheel),
+            wheel=wheel.name, wheel_sha256=sha256_of(wheel),
+            source=describe_sources(recipe) if how == "compiled" else " ".join(recipe.prebuilt),
+            arches_requested=pkg.archs.torch(), arches_embedded=embedded,
+            arch_policy=pkg.policy, checks=checks, torch=self.plan.combo.torch,
+            python=self.plan.combo.python, cuda=str(self.env.toolkit.version),
+            build_seconds=seconds, log=str(log), reason=note,
+            recipe_digest=recipe_digest(self.project, recipe), plan_key=pkg.key)
+        self.house.publish(wheel, entry)
+        console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
+                      f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
+                      f"ptx {' '.join(embedded.get('ptx', [])) or '-'})")
+        console.print(verdict_line(recipe.name, checks))
         return entry
-    seconds = round(time.monotonic() - started, 1)
-    entry = Entry(
-        package=recipe.name, status=how, version=_wheel_version(wheel),
-        wheel=wheel.name, wheel_sha256=sha256_of(wheel),
-        source=describe_sources(recipe) if how == "compiled" else " ".join(recipe.prebuilt),
-        arches_requested=(archs or combo.arches).torch(), arches_embedded=embedded,
-        arch_policy=effective_policy(recipe, combo, req), checks=checks, torch=combo.torch,
-        python=combo.python, cuda=str(env.toolkit.version), build_seconds=seconds, log=str(log),
-        reason=note, recipe_digest=recipe_digest(project, recipe))
-    house.publish(wheel, entry)
-    console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
-                  f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
-                  f"ptx {' '.join(embedded.get('ptx', [])) or '-'})")
-    console.print(verdict_line(recipe.name, checks))
-    return entry
+
+    def _wheel_for(self, pkg: PackagePlan, log: Path, say):
+        """A verified wheel: an accepted prebuilt one, or one compiled here."""
+        note = ""
+        if pkg.prebuilt:
+            say("trying the prebuilt wheel")
+            got, note = self._try_prebuilt(pkg, log)
+            if got:
+                wheel, checks, embedded = got
+                return wheel, "prebuilt", checks, embedded, ""
+            console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(note)}; compiling instead")
+        for action in pkg.actions:
+            if action.kind == "verify":
+                break
+            say(action.what)
+            self._do(pkg, action, log)
+        wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
+        say("verifying")
+        checks, embedded = self._verify(pkg, wheel, log)
+        return wheel, "prebuilt" if pkg.recipe.kind == "prebuilt" else "compiled", checks, \
+            embedded, note
+
+    def _do(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+        """Carry out one non-verify action of the plan."""
+        recipe = pkg.recipe
+        if action.kind == "check":
+            syslibs.require_headers(recipe)
+        elif action.kind == "clean":
+            shutil.rmtree(action.path, ignore_errors=True)
+            action.path.mkdir(parents=True)
+        elif action.kind == "fetch" and not action.arg:
+            reset_build_dir(pkg.work, pkg.source_key)
+            sources.fetch(recipe.source, project_root=self.project.root,
+                          cache_dir=self.project.state_dir / "cache", dest=action.path,
+                          stamp=pkg.source_key)
+        elif action.kind == "fetch":
+            extra = dict(recipe.extra_sources)[action.arg]
+            sources.fetch(extra, project_root=self.project.root,
+                          cache_dir=self.project.state_dir / "cache", dest=action.path,
+                          stamp=pkg.source_key)
+        elif action.kind == "patch":
+            from . import patching   # lazily: only recipes with patches need the engine
+            patching.apply(patching.load_patch_set(action.arg,
+                                                   patches_dir=self.project.patches_dir),
+                           action.path)
+        elif action.kind == "deps":
+            with self.env_lock:
+                run(self._deps_step(pkg), log=log, stream=self.req.verbose,
+                    prefix=self._prefix(pkg))
+        elif action.kind == "run" and action.shares_env:
+            with self.env_lock:
+                run(action.step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
+        elif action.kind == "run":
+            run(action.step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
+        else:
+            raise BuildError(f"{pkg.name}: the plan has an unknown action {action.kind!r}")
+
+    def _prefix(self, pkg: PackagePlan) -> str:
+        return f"[{pkg.name}] " if self.side_by_side else ""
+
+    def _deps_step(self, pkg: PackagePlan) -> Step:
+        """``pip install`` of the dependencies' wheels: their names are known only once built."""
+        latest = self.house.latest()
+        wheels = []
+        for dep in pkg.recipe.depends:
+            entry = latest.get(dep)
+            if entry is None or not entry.wheel:
+                raise BuildError(f"{pkg.name} needs {dep}, which has no wheel in the wheelhouse",
+                                 hint=f"build it first: --only {pkg.name} builds its "
+                                 "dependencies")
+            wheels.append(str(self.house.dir / entry.wheel))
+        return Step((str(self.env.python), "-m", "pip", "install", "--no-deps",
+                     "--force-reinstall", "--disable-pip-version-check", *wheels),
+                    description=f"install the dependencies of {pkg.name}")
+
+    def _try_prebuilt(self, pkg: PackagePlan, log: Path):
+        """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
+        passes the ABI, symbol, CUDA-runtime, fatbin and import checks. (result, why-not)."""
+        from .verify import verify_wheel
+        try:
+            for action in pkg.prebuilt:
+                if action.kind != "gate":
+                    self._do(pkg, action, log)
+            wheel = _single_wheel(pkg.work / "prebuilt", pkg.recipe)
+        except CuforgeError as err:
+            return None, f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
+        try:
+            self._install_runtime_requirements(wheel, log)
+        except CuforgeError as err:
+            return None, f"prebuilt {wheel.name}: its requirements do not install ({err})"
+        smoke = None if self.req.skip_smoke else smoke_script(self.project, pkg.recipe)
+        report = verify_wheel(wheel, verify_context(self.env, pkg.archs), smoke=smoke,
+                              modules=list(pkg.recipe.modules))
+        bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
+        bad += [r for r in report.results if r.check == "smoke" and r.status == "fail"]
+        if bad:
+            why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
+            return None, f"prebuilt {wheel.name} rejected ({why})"
+        return (wheel, check_summaries(report), embedded_arches(wheel)), ""
+
+    def _verify(self, pkg: PackagePlan, wheel: Path, log: Path
+                ) -> tuple[dict[str, str], dict[str, list[str]]]:
+        from .verify import verify_wheel   # the verification layer
+        self._install_runtime_requirements(wheel, log)
+        recipe = pkg.recipe
+        archs = pkg.archs if recipe.arches.device_code and not (
+            recipe.kind == "prebuilt" and not recipe.arches.supported) else None
+        ctx = verify_context(self.env, archs)
+        smoke = None if self.req.skip_smoke else smoke_script(self.project, recipe)
+        report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))
+        checks = check_summaries(report)
+        if not report.ok:
+            bad = "; ".join(f"{r.check}: {r.detail}" for r in report.results
+                            if r.status == "fail")
+            raise VerifyError(f"{wheel.name} failed verification: {bad}",
+                              hint=f"the wheel stays in {wheel.parent} for inspection; it was "
+                              "not added to the wheelhouse")
+        return checks, embedded_arches(wheel)
+
+    def _install_runtime_requirements(self, wheel: Path, log: Path) -> None:
+        from packaging.requirements import Requirement
+        reqs = [r for r in runtime_requirements(wheel)
+                if Requirement(r).name.lower() != "torch"]
+        if reqs:   # already-satisfied ones cost nothing; the combo's torch is never touched
+            with self.env_lock:
+                run(Step((str(self.env.python), "-m", "pip", "install",
+                          "--disable-pip-version-check", *reqs),
+                         description=f"runtime requirements of {wheel.name}"), log=log)
 
 
-def _wheel_for(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
-               recipe: Recipe, archs: ArchList | None, log: Path, say
-               ) -> tuple[Path, str, dict[str, str], dict[str, list[str]], str]:
-    """A verified wheel for ``recipe``: an accepted prebuilt one, or one compiled here."""
-    note = ""
-    if req.prefer_prebuilt and recipe.prebuilt and recipe.kind != "prebuilt":
-        say("trying the prebuilt wheel")
-        got, note = _try_prebuilt(project, req, combo, env, recipe, archs or combo.arches, log)
-        if got:
-            wheel, checks, embedded = got
-            return wheel, "prebuilt", checks, embedded, ""
-        console.print(f"[yellow]{recipe.name}[/]: {escape(note)}; compiling instead")
-    say(f"building for {archs or combo.arches}")
-    wheel, how = _produce_wheel(project, req, combo, env, recipe, archs, log)
-    say("verifying")
-    checks, embedded = _verify(project, req, env, recipe, wheel, archs or combo.arches, log)
-    return wheel, how, checks, embedded, note
+def _names(plan: Plan) -> set[str]:
+    return {p.name for p in plan.packages}
+
+
+def up_to_date(house: Wheelhouse, pkg: PackagePlan) -> Entry | None:
+    """The wheelhouse entry that already is this package's output: same plan key (recipe,
+    patches, source content, arches, policy, torch, commands, dependencies) and the wheel
+    still there, unmodified."""
+    entry = house.latest().get(pkg.name)
+    if (entry is None or entry.status not in ("compiled", "prebuilt") or not entry.wheel
+            or entry.plan_key != pkg.key):
+        return None
+    wheel = house.dir / entry.wheel
+    return entry if wheel.exists() and sha256_of(wheel) == entry.wheel_sha256 else None
 
 
 # Checks a prebuilt wheel must pass to be used (the smoke test runs afterwards as for any wheel).
 PREBUILT_GATE = ("abi", "symbols", "cudart", "fatbin", "import")
 
 
-def _try_prebuilt(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
-                  recipe: Recipe, archs: ArchList, log: Path):
-    """Download the recipe's prebuilt wheel and keep it only if it covers ``archs`` and passes
-    the ABI, symbol, CUDA-runtime, fatbin and import checks. Returns (result, why-not)."""
-    from .verify import verify_wheel
-    staging = project.state_dir / "work" / combo.env_id / recipe.name / "prebuilt"
-    try:
-        wheel = _download_prebuilt(req, env, recipe, archs, staging, log)
-    except CuforgeError as err:
-        return None, f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
-    smoke = None if req.skip_smoke else smoke_script(project, recipe)
-    try:
-        _install_runtime_requirements(env, wheel, log)
-    except CuforgeError as err:
-        return None, f"prebuilt {wheel.name}: its requirements do not install ({err})"
-    report = verify_wheel(wheel, verify_context(env, archs), smoke=smoke,
-                          modules=list(recipe.modules))
-    bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
-    bad += [r for r in report.results if r.check == "smoke" and r.status == "fail"]
-    if bad:
-        why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
-        return None, f"prebuilt {wheel.name} rejected ({why})"
-    checks = check_summaries(report)
-    return (wheel, checks, embedded_arches(wheel)), ""
-
-
-def _download_prebuilt(req: BuildRequest, env: venv.ComboEnv, recipe: Recipe, archs: ArchList,
-                       staging: Path, log: Path) -> Path:
-    """The recipe's published wheel, downloaded into a fresh ``staging`` directory."""
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    pre = replace(recipe, kind="prebuilt",
-                  prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env, archs))
-    job = BuildJob(pre, env.python, staging, staging, staging, archs,
-                   _job_env(env, recipe, archs, req.jobs), req.verbose)
-    for step in steps_for(job):
-        run(step, log=log, stream=req.verbose)
-    return _single_wheel(staging, recipe)
-
-
-def _fmt(text: str, env: venv.ComboEnv, archs: ArchList) -> str:
-    return text.format(torch=env.info.torch, accel=env.combo.accel.tag, cuda=str(env.toolkit.version),
-                       torch_list=archs.torch(), cmake_list=archs.cmake(),
-                       compact=";".join(a.number for a in archs.sass))
-
-
-def _produce_wheel(project: Project, req: BuildRequest, combo: Combo, env: venv.ComboEnv,
-                   recipe: Recipe, archs: ArchList | None, log: Path) -> tuple[Path, str]:
-    work = project.state_dir / "work" / combo.env_id / recipe.name
-    staging = work / "dist"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    job_env = _job_env(env, recipe, archs or combo.arches, req.jobs)
-    if recipe.kind == "prebuilt":
-        return _download_prebuilt(req, env, recipe, archs or combo.arches, staging, log), "prebuilt"
-    syslibs.require_headers(recipe)
-    _reset_build_dir_if_sources_changed(work, recipe)
-    src = sources.fetch(recipe.source, project_root=project.root,
-                        cache_dir=project.state_dir / "cache", dest=work / "src",
-                        stamp=_source_stamp(recipe))
-    _apply_patches(project, recipe, src)
-    if effective_policy(recipe, combo, req) == "native":
-        _apply_patches(project, replace(recipe, patches=recipe.arches.native_patches), src)
-    defines = []
-    for var, extra in recipe.extra_sources:   # e.g. upstream C++ sources for a native/ project
-        root = sources.fetch(extra, project_root=project.root,
-                             cache_dir=project.state_dir / "cache", dest=work / "extra" / var,
-                             stamp=extra.describe())
-        _apply_patches(project, recipe, root)
-        defines.append((var, str(root)))
-    job_env = tuple(sorted({**dict(job_env), **dict(defines)}.items()))
-    _install_build_inputs(project, req, combo, env, recipe, log)
-    job = BuildJob(recipe, env.python, src, staging, work / "build", archs or combo.arches,
-                   job_env, req.verbose, project.root / "native" / "cmake", tuple(defines))
-    for step in steps_for(job):
-        run(step, log=log, stream=req.verbose)
-    return _single_wheel(staging, recipe), "compiled"
-
-
-def _install_build_inputs(project: Project, req: BuildRequest, combo: Combo,
-                          env: venv.ComboEnv, recipe: Recipe, log: Path) -> None:
-    """Install what the build imports: PyPI build requirements and the wheels of the recipe's
-    dependencies from this combo's wheelhouse (cumm's setup.py imports pccm; spconv, cumm)."""
-    if recipe.build_requires:
-        run(Step((str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
-                  *recipe.build_requires), description=f"build requirements of {recipe.name}"),
-            log=log, stream=req.verbose)
-    latest = Wheelhouse(wheel_dir(project, combo)).latest()
-    wheels = []
-    for dep in recipe.depends:
-        entry = latest.get(dep)
-        if entry is None or not entry.wheel:
-            raise BuildError(f"{recipe.name} needs {dep}, which has no wheel in the wheelhouse",
-                             hint=f"build it first: --only {recipe.name} builds its dependencies")
-        wheels.append(str(wheel_dir(project, combo) / entry.wheel))
-    if wheels:
-        run(Step((str(env.python), "-m", "pip", "install", "--no-deps", "--force-reinstall",
-                  "--disable-pip-version-check", *wheels),
-                 description=f"install the dependencies of {recipe.name}"),
-            log=log, stream=req.verbose)
-
-
-def _reset_build_dir_if_sources_changed(work: Path, recipe: Recipe) -> None:
+def reset_build_dir(work: Path, source_key: str) -> None:
     """A persistent build dir lets an interrupted build resume, but only for the same sources:
     files exported by ``git archive`` carry their commit's time, so after a move to an older
-    commit ninja would call stale objects up to date. Any change of source: a fresh build dir."""
-    stamp = _source_stamp(recipe) + "".join(f" {v}={e.describe()}" for v, e in recipe.extra_sources)
+    commit ninja would call stale objects up to date. Another source key: a fresh build dir."""
     marker = work / ".build.stamp"
-    if not marker.exists() or marker.read_text() != stamp:
+    if not marker.exists() or marker.read_text() != source_key:
         shutil.rmtree(work / "build", ignore_errors=True)
         work.mkdir(parents=True, exist_ok=True)
-        marker.write_text(stamp)
+        marker.write_text(source_key)
 
 
 def describe_sources(recipe: Recipe) -> str:
@@ -355,45 +384,6 @@ def runtime_requirements(wheel: Path) -> list[str]:
     return reqs
 
 
-def _install_runtime_requirements(env: venv.ComboEnv, wheel: Path, log: Path) -> None:
-    from packaging.requirements import Requirement
-    reqs = [r for r in runtime_requirements(wheel) if Requirement(r).name.lower() != "torch"]
-    if reqs:   # already-satisfied ones cost nothing; the combo's torch is never touched
-        run(Step((str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
-                  *reqs), description=f"runtime requirements of {wheel.name}"), log=log)
-
-
-def _source_stamp(recipe: Recipe) -> str:
-    """Identifies a source tree + patches: an unchanged stamp lets a build resume in place."""
-    return f"{recipe.source.describe()} patches={','.join(recipe.patches)}"
-
-
-def _apply_patches(project: Project, recipe: Recipe, src: Path) -> None:
-    if not recipe.patches:
-        return
-    from . import patching   # imported lazily: only recipes with patches need the engine
-    for name in recipe.patches:
-        patch_set = patching.load_patch_set(name, patches_dir=project.patches_dir)
-        patching.apply(patch_set, src)
-
-
-def _verify(project: Project, req: BuildRequest, env: venv.ComboEnv, recipe: Recipe,
-            wheel: Path, archs: ArchList, log: Path
-            ) -> tuple[dict[str, str], dict[str, list[str]]]:
-    from .verify import verify_wheel   # the verification layer
-    _install_runtime_requirements(env, wheel, log)
-    ctx = verify_context(env, archs if recipe.arches.device_code else None)
-    smoke = None if req.skip_smoke else smoke_script(project, recipe)
-    report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))
-    checks = check_summaries(report)
-    if not report.ok:
-        bad = "; ".join(f"{r.check}: {r.detail}" for r in report.results if r.status == "fail")
-        raise VerifyError(f"{wheel.name} failed verification: {bad}",
-                          hint=f"the wheel stays in {wheel.parent} for inspection; it was not "
-                          "added to the wheelhouse")
-    return checks, embedded_arches(wheel)
-
-
 def check_summaries(report) -> dict[str, str]:
     """``{check: "status: detail"}`` for the manifest (details that start with their status,
     like "skipped: no GPU", are not prefixed twice)."""
@@ -401,7 +391,7 @@ def check_summaries(report) -> dict[str, str]:
             f"{r.status}: {r.detail}" if r.detail else r.status for r in report.results}
 
 
-def verify_context(env: venv.ComboEnv, archs: ArchList | None):
+def verify_context(env: venv.ComboEnv, archs):
     from .verify import context_from
     return context_from(env.info, archs)
 
@@ -410,56 +400,6 @@ def smoke_script(project: Project, recipe: Recipe):
     from .verify import SmokeScript
     path = recipe.smoke.path(project, recipe.name)
     return SmokeScript(path, recipe.smoke.gpu, recipe.smoke.requires) if path.is_file() else None
-
-
-@cache
-def effective_policy(recipe: Recipe, combo: Combo, req: BuildRequest) -> str:
-    """The arch policy this build uses: the command line's, else the recipe's; ``auto`` means
-    ``native`` (the package patched to know every target, own SASS) when the recipe has such
-    patches and the toolkit compiles every target, else ``ptx`` (nearest known arch + PTX)."""
-    policy = req.arch_policy or recipe.arches.policy
-    if policy != "auto":
-        return policy
-    unknown = [t.arch for t in combo.arches if t.arch.base not in recipe.arches.supported]
-    if not unknown:
-        return "native"
-    try:
-        check_supported(combo.arches, combo.accel.cuda)
-    except ConfigError:
-        can = False
-    else:
-        can = bool(recipe.arches.native_patches)
-    if not can:
-        console.print(f"[yellow]{recipe.name}[/]: arch policy auto -> ptx: "
-                      f"{' '.join(map(str, unknown))} not in its table and no native patch / "
-                      f"toolkit support; they run by PTX JIT")
-        return "ptx"
-    return "native"
-
-
-def _package_arches(recipe: Recipe, combo: Combo, req: BuildRequest) -> ArchList | None:
-    if recipe.kind == "prebuilt" and not recipe.arches.supported:
-        return None
-    rule = replace(recipe.arches, policy=effective_policy(recipe, combo, req))
-    return rule.map(combo.arches)
-
-
-def _job_env(env: venv.ComboEnv, recipe: Recipe, archs: ArchList, jobs: int
-             ) -> tuple[tuple[str, str], ...]:
-    base = build_environment(env.toolkit, archs, jobs=jobs, cxx11_abi=env.info.cxx11_abi,
-                             extra_include=list(env.info.nvidia_include),
-                             extra_lib=list(env.info.nvidia_lib), bin_dirs=[env.bin_dir])
-    fmt = {"torch_list": archs.torch(), "cmake_list": archs.cmake(),
-           "compact": ";".join(a.number for a in archs.sass), "cuda": str(env.toolkit.version),
-           "accel": env.combo.accel.tag}
-    if recipe.arches.append_gencode:
-        # Arches change the output, and ccache does not hash NVCC_APPEND_FLAGS: keep torch's
-        # automatic compiler cache off for such builds.
-        base["NVCC_APPEND_FLAGS"] += " " + " ".join(archs.gencode_flags())
-        base["TORCH_NO_COMPILER_WRAPPER"] = "1"
-    base.update({k: v.format(**fmt) for k, v in recipe.arches.env})
-    base.update({k: v.format(**fmt) for k, v in recipe.env})
-    return tuple(sorted(base.items()))
 
 
 def _single_wheel(staging: Path, recipe: Recipe) -> Path:

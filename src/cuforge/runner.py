@@ -3,11 +3,13 @@ live streaming on request, and failures turned into clean errors with the log's 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -18,6 +20,8 @@ from pathlib import Path
 from .errors import BuildError, CuforgeError
 
 TAIL_LINES = 40
+_LIVE: set[subprocess.Popen] = set()     # running commands (packages build side by side)
+_LIVE_LOCK = threading.Lock()
 
 # Who wants each output line as it arrives (a progress bar reading ninja's [n/N]): set with
 # ``listen``, so callers that build steps need not thread a callback through.
@@ -54,11 +58,17 @@ class Step:
 
 
 def run(step: Step, *, log: Path | None = None, stream: bool = False,
-        error: type[CuforgeError] = BuildError, timeout: float | None = None) -> str:
+        error: type[CuforgeError] = BuildError, timeout: float | None = None,
+        prefix: str = "") -> str:
     """Run ``step``; append its output to ``log``; return the output (last lines when logged).
 
-    On failure raise ``error`` carrying the tail of the output and the log path.
+    On failure raise ``error`` carrying the tail of the output and the log path. Streamed
+    lines start with ``prefix`` (the package name, when several build at once).
+    ``$CUFORGE_TRACE``, when set, names a file that gets one JSON line per command run.
     """
+    if trace := os.environ.get("CUFORGE_TRACE"):
+        with open(trace, "a") as f:
+            f.write(json.dumps({"argv": list(step.argv), "env": dict(step.env)}) + "\n")
     env = {**os.environ, **dict(step.env)}
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     captured: list[str] = []
@@ -72,11 +82,16 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     except FileNotFoundError:
         raise error(f"command not found: {step.argv[0]}",
                     hint="run `invoke doctor` to see which tool is missing") from None
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     try:
-        code = _pump(proc, step, log, stream, tail, captured, timeout)
+        code = _pump(proc, step, log, stream, tail, captured, timeout, prefix)
     except BaseException:
         _stop_group(proc)    # Ctrl-C / SIGTERM: no orphaned nvcc keeps writing into work/
         raise
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     if code != 0:
         where = f"\n  full log: {log}" if log else ""
         what = step.description or shlex.join(step.argv[:3])
@@ -85,8 +100,17 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     return "".join(captured if not log else tail)
 
 
+def stop_all() -> None:
+    """Stop every running command's process tree (an interrupt reaches only the main thread;
+    commands run by other threads are stopped from there)."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
+        _stop_group(proc)
+
+
 def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
-          tail: deque[str], captured: list[str], timeout: float | None) -> int:
+          tail: deque[str], captured: list[str], timeout: float | None, prefix: str) -> int:
     with open(log, "a") if log else _NullFile() as sink:
         if log:
             sink.write(f"\n$ {step.render()}\n")
@@ -101,7 +125,7 @@ def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
             else:
                 captured.append(line)
             if stream:
-                sys.stdout.write(line)
+                sys.stdout.write(prefix + line)
                 sys.stdout.flush()
         try:
             return proc.wait(timeout=timeout)

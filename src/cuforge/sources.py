@@ -17,10 +17,11 @@ from filelock import FileLock
 
 from .digest import sha256_of
 from .errors import SourceError
+from .fingerprint import IGNORED, tree_files
 from .recipes import Source
 from .runner import Step, capture
 
-_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__")
+_IGNORE = shutil.ignore_patterns(*IGNORED)
 
 
 def fetch(source: Source, *, project_root: Path, cache_dir: Path, dest: Path,
@@ -29,15 +30,15 @@ def fetch(source: Source, *, project_root: Path, cache_dir: Path, dest: Path,
 
     With a ``stamp`` (source + patches identity) equal to the one left by the last fetch, a
     pinned git/sdist tree is kept as is, build artefacts included, so an interrupted long
-    build (spconv: hundreds of nvcc steps) resumes. A local path is synced over the old copy
-    (unchanged files keep their times, so ninja rebuilds only what changed).
+    build (spconv: hundreds of nvcc steps) resumes. A local path is synced over the old copy:
+    only files whose content differs are copied, with a fresh time, so ninja rebuilds exactly
+    what changed (whatever time the user's file carries).
     """
     marker = dest.parent / f".{dest.name}.stamp"
     previous, _, relative = (marker.read_text() if marker.exists() else "").partition("\n")
     if stamp and dest.exists() and previous == stamp:
         if source.path:
-            shutil.copytree(resolve_path(source.path, project_root), dest, ignore=_IGNORE,
-                            symlinks=True, dirs_exist_ok=True)
+            sync_tree(resolve_path(source.path, project_root), dest)
         return dest / relative
     marker.unlink(missing_ok=True)
     if dest.exists():
@@ -69,6 +70,27 @@ def describe_steps(source: Source, project_root: Path, cache_dir: Path, dest: Pa
                      description=f"fetch into the cache and unpack into {dest}")]
     return [Step(("copy", str(resolve_path(source.path, project_root)), str(dest)),
                  description="copy the local source tree")]
+
+
+def sync_tree(src: Path, dest: Path) -> list[str]:
+    """Copy into ``dest`` the files of ``src`` whose content differs (new ones included) and
+    return their relative paths. Copies get the current time, never the source's: a file
+    reverted to older content must still look newer than the objects built from it."""
+    if not src.is_dir():
+        raise SourceError(f"local source {src} does not exist",
+                          hint="fix the recipe's [source] path or the --src NAME=PATH argument")
+    theirs, ours = tree_files(src), tree_files(dest)
+    changed = [rel for rel, meta in theirs.items() if ours.get(rel) != meta]
+    for rel in changed:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        if (src / rel).is_symlink():
+            target.symlink_to((src / rel).readlink())
+        else:
+            shutil.copyfile(src / rel, target)
+    return changed
 
 
 def resolve_path(path: str, project_root: Path) -> Path:
@@ -146,15 +168,24 @@ def _extract_sdist(source: Source, cache: Path, dest: Path) -> Path:
                               hint="the upstream file changed or the download is corrupt; check "
                               "the index and update `sha256` in the recipe if the change is "
                               "legitimate")
-    dest.mkdir(parents=True)
+    # Unpacked beside dest, then the single top folder (name-version/) becomes dest itself:
+    # the tree's path is known before the download (the plan names it).
+    unpack = dest.parent / f".{dest.name}.unpack"
+    shutil.rmtree(unpack, ignore_errors=True)
+    unpack.mkdir(parents=True)
     if archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as zf:
-            zf.extractall(dest)
+            zf.extractall(unpack)
     else:
         with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
-    entries = list(dest.iterdir())
-    return entries[0] if len(entries) == 1 and entries[0].is_dir() else dest
+            tar.extractall(unpack, filter="data")
+    entries = list(unpack.iterdir())
+    if len(entries) == 1 and entries[0].is_dir():
+        entries[0].rename(dest)
+        unpack.rmdir()
+    else:
+        unpack.rename(dest)
+    return dest
 
 
 def _download(url: str, target: Path) -> None:

@@ -46,6 +46,7 @@ class Entry:
     log: str = ""
     reason: str = ""
     recipe_digest: str = ""            # recipe + patch files; a change makes the wheel stale
+    plan_key: str = ""                 # the build plan's key (cuforge.plan): equal = up to date
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def line(self) -> str:

@@ -1,5 +1,6 @@
 from cuforge.combos import select_combo, with_overrides
-from cuforge.pipeline import BuildRequest, _package_arches, effective_policy
+from cuforge.pipeline import BuildRequest
+from cuforge.plan import effective_policy, package_arches
 from cuforge.project import find_project
 from cuforge.recipes import ArchRule, Recipe, Source
 
@@ -21,7 +22,7 @@ def test_auto_is_native_when_patched_and_the_toolkit_compiles_it():
     recipe = _recipe("auto", ["cumm-native-arches"])
     req = BuildRequest(combo=combo)
     assert effective_policy(recipe, combo, req) == "native"
-    assert _package_arches(recipe, combo, req).torch() == "12.0;12.1+PTX"
+    assert package_arches(recipe, combo, req).torch() == "12.0;12.1+PTX"
 
 
 def test_auto_is_ptx_without_a_native_patch():
@@ -29,7 +30,7 @@ def test_auto_is_ptx_without_a_native_patch():
     recipe = _recipe("auto")
     req = BuildRequest(combo=combo)
     assert effective_policy(recipe, combo, req) == "ptx"
-    assert _package_arches(recipe, combo, req).torch() == "12.0+PTX"
+    assert package_arches(recipe, combo, req).torch() == "12.0+PTX"
 
 
 def test_command_line_policy_wins():
@@ -43,16 +44,16 @@ def test_flash_attn_style_no_ptx_and_skip():
     combo = _combo("12.0+PTX")
     rule = ArchRule("skip", ("8.0", "9.0", "10.0", "12.0"), ptx=False)
     recipe = Recipe(name="flash-attn", kind="setuptools", source=Source(path="x"), arches=rule)
-    assert _package_arches(recipe, combo, BuildRequest(combo=combo)).torch() == "12.0"
+    assert package_arches(recipe, combo, BuildRequest(combo=combo)).torch() == "12.0"
     only_121 = _combo("12.1")
-    assert len(_package_arches(recipe, only_121, BuildRequest(combo=only_121))) == 0
+    assert len(package_arches(recipe, only_121, BuildRequest(combo=only_121))) == 0
 
 
 def test_append_gencode_reaches_every_nvcc_call_with_the_compiler_cache_off():
     from dataclasses import replace as dc_replace
     from pathlib import Path
 
-    from cuforge.pipeline import _job_env
+    from cuforge.plan import job_env
     from cuforge.toolchain import Toolkit
     from cuforge.torchinfo import TorchInfo
     from cuforge.venv import ComboEnv
@@ -61,9 +62,9 @@ def test_append_gencode_reaches_every_nvcc_call_with_the_compiler_cache_off():
                      machine="x86_64", torch="2.14.1", cuda="13.0")
     env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True)
     recipe = _recipe("ptx")
-    plain = dict(_job_env(env, recipe, combo.arches, 2))
+    plain = dict(job_env(env, recipe, combo.arches, 2))
     assert plain["NVCC_APPEND_FLAGS"] == "-t 2" and "TORCH_NO_COMPILER_WRAPPER" not in plain
     rule = dc_replace(recipe.arches, append_gencode=True)
-    env_vars = dict(_job_env(env, dc_replace(recipe, arches=rule), combo.arches, 2))
+    env_vars = dict(job_env(env, dc_replace(recipe, arches=rule), combo.arches, 2))
     assert "-gencode=arch=compute_121,code=[sm_121,compute_121]" in env_vars["NVCC_APPEND_FLAGS"]
     assert env_vars["TORCH_NO_COMPILER_WRAPPER"] == "1"

@@ -81,18 +81,13 @@ def test_unchanged_stamp_keeps_the_tree_so_builds_resume(tmp_path):
     assert not (fetch(src, stamp="s2", **kw) / "build").exists()  # new patches: fresh tree
 
 
-def test_build_dir_is_reset_when_any_source_changes(tmp_path):
-    from cuforge.pipeline import _reset_build_dir_if_sources_changed
-    from cuforge.recipes import Recipe
+def test_build_dir_is_reset_when_the_source_key_changes(tmp_path):
+    from cuforge.pipeline import reset_build_dir
     work = tmp_path / "work"
-    a = Recipe(name="t", kind="cmake", source=Source(path="native/t"),
-               extra_sources=(("TETRA_SOURCE_DIR", Source(git="file:///x", commit="a" * 40)),))
-    _reset_build_dir_if_sources_changed(work, a)
+    reset_build_dir(work, "key-a")
     (work / "build").mkdir()
     (work / "build" / "obj.o").write_text("x")
-    _reset_build_dir_if_sources_changed(work, a)
+    reset_build_dir(work, "key-a")
     assert (work / "build" / "obj.o").exists()               # same sources: resume
-    b = Recipe(name="t", kind="cmake", source=a.source,
-               extra_sources=(("TETRA_SOURCE_DIR", Source(git="file:///x", commit="b" * 40)),))
-    _reset_build_dir_if_sources_changed(work, b)
-    assert not (work / "build").exists()                     # extra source moved: fresh
+    reset_build_dir(work, "key-b")
+    assert not (work / "build").exists()                     # a source moved: fresh

@@ -1,0 +1,336 @@
+"""The build plan as data: (combo env, recipes, request) -> per package, the ordered actions
+with their exact commands and environment, the named inputs, and one key over them.
+
+``--dry-run`` prints a plan, the executor (``pipeline``) runs the same plan, and the up-to-date
+and resume decisions compare its keys: there is no second code path that re-derives a step.
+Nothing here creates, fetches or builds anything.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+
+from rich.console import Console
+
+from . import sources
+from .arches import ArchList, check_supported
+from .build import BuildJob, steps_for
+from .combos import Combo
+from .errors import ConfigError
+from .fingerprint import files_digest, key_of, tree_digest
+from .project import Project
+from .recipes import Recipe, Source
+from .runner import Step
+from .toolchain import build_environment
+
+console = Console(stderr=True, highlight=False)
+
+# Variables that change how fast a build runs, never what it outputs: left out of the key so
+# that another --jobs or a compiler cache (a launcher) does not make a wheel out of date.
+NOT_IN_KEY = ("MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "*_COMPILER_LAUNCHER", "CCACHE_*",
+              "SCCACHE_*", "CUFORGE_CACHE*")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step of a package build. ``run`` actions carry the exact command; the others are
+    done in-process and described for people."""
+
+    kind: str                  # check | fetch | patch | clean | run | deps | verify | gate
+    what: str                  # one line for people (dry run, progress)
+    step: Step | None = None   # kind "run": the command, exactly as it will run
+    arg: str = ""              # fetch: the extra source's variable; patch: the patch set
+    path: Path | None = None   # fetch/patch/clean: the tree or directory it acts on
+    shares_env: bool = False   # changes the combo env (pip install): one at a time
+
+
+@dataclass(frozen=True)
+class PackagePlan:
+    recipe: Recipe
+    archs: ArchList            # after the recipe's arch rule
+    policy: str
+    skip: str                  # non-empty: not built, and why
+    work: Path
+    src: Path                  # the tree the build command compiles, once fetched
+    jobs: int                  # this package's share of the plan's jobs budget
+    env: tuple[tuple[str, str], ...]
+    prebuilt: tuple[Action, ...]   # tried first when non-empty: download + checks
+    actions: tuple[Action, ...]    # the build from source
+    inputs: tuple[tuple[str, str], ...]   # named digests the key is made of
+    key: str                   # equal key: the wheel in the wheelhouse is this build's output
+    source_key: str            # equal: the fetched tree and its build dir are kept (resume)
+
+    @property
+    def name(self) -> str:
+        return self.recipe.name
+
+    def commands(self) -> list[Step]:
+        """Every command of the source build, in order (what --dry-run shows and a build runs)."""
+        return [a.step for a in self.actions if a.step is not None]
+
+
+@dataclass(frozen=True)
+class Plan:
+    combo: Combo
+    jobs: int                  # the whole budget: the shares of running packages never exceed it
+    wheel_dir: Path
+    packages: tuple[PackagePlan, ...]
+
+    def package(self, name: str) -> PackagePlan:
+        return next(p for p in self.packages if p.name == name)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the planner needs from a build request (the CLI's BuildRequest satisfies it)."""
+
+    jobs: int
+    verbose: bool
+    prefer_prebuilt: bool
+    arch_policy: str
+
+
+def wheel_dir(project: Project, combo: Combo) -> Path:
+    return combo.wheel_dir(project.wheelhouse)
+
+
+def work_dir(project: Project, combo: Combo, recipe: Recipe) -> Path:
+    return project.state_dir / "work" / combo.env_id / recipe.name
+
+
+def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:
+    """The plan for ``order`` (dependencies first) in the combo env ``env``.
+
+    ``req`` is a BuildRequest (jobs, verbose, prefer_prebuilt, arch_policy are read)."""
+    combo = env.combo
+    shares = job_shares(order, req.jobs)
+    planned: dict[str, PackagePlan] = {}
+    for recipe in order:
+        planned[recipe.name] = _package_plan(project, req, env, recipe, shares[recipe.name],
+                                             planned)
+    return Plan(combo, req.jobs, wheel_dir(project, combo), tuple(planned.values()))
+
+
+def job_shares(order: list[Recipe], budget: int) -> dict[str, int]:
+    """Each package's share of ``budget`` jobs: packages at the same depth of the dependency
+    graph may compile side by side, so a depth with k compiling packages splits the budget
+    k ways (remainder to the first); a lone package gets all of it.
+
+    >>> from cuforge.recipes import Recipe, Source
+    >>> r = lambda n, *d: Recipe(n, "setuptools", Source(path="x"), depends=d)
+    >>> job_shares([r("a"), r("b"), r("c", "a")], 5)
+    {'a': 3, 'b': 2, 'c': 5}
+    """
+    names = {r.name for r in order}
+    depth: dict[str, int] = {}
+    for r in order:
+        depth[r.name] = 1 + max((depth[d] for d in r.depends if d in names), default=-1)
+    shares: dict[str, int] = {}
+    for level in set(depth.values()):
+        members = [r.name for r in order if depth[r.name] == level and r.kind != "prebuilt"]
+        width = max(1, min(len(members), budget))
+        for i, name in enumerate(members):
+            shares[name] = max(1, budget // width + (1 if i < budget % width else 0))
+    for r in order:
+        shares.setdefault(r.name, 1)   # downloads: no compiler
+    return shares
+
+
+def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
+                  planned: dict[str, PackagePlan]) -> PackagePlan:
+    combo = env.combo
+    mapped = package_arches(recipe, combo, req)
+    archs = mapped if mapped is not None else combo.arches
+    policy = effective_policy(recipe, combo, req)
+    work = work_dir(project, combo, recipe)
+    skip = ""
+    if mapped is not None and len(mapped) == 0:
+        skip = (f"none of the requested arches {combo.arches} has kernels in {recipe.name} "
+                f"(it has: {' '.join(recipe.arches.supported)})")
+    src = source_root(recipe.source, work / "src")
+    defines = tuple((var, str(work / "extra" / var)) for var, _ in recipe.extra_sources)
+    env_vars = tuple(sorted({**dict(job_env(env, recipe, archs, jobs)), **dict(defines)}.items()))
+    patch_sets = recipe.patches + (recipe.arches.native_patches if policy == "native" else ())
+
+    prebuilt: tuple[Action, ...] = ()
+    if req.prefer_prebuilt and recipe.prebuilt and recipe.kind != "prebuilt":
+        prebuilt = (_clean(work / "prebuilt"),
+                    *_run_all(download_steps(env, recipe, archs, work / "prebuilt", env_vars,
+                                             req.verbose)),
+                    Action("gate", "verify the prebuilt wheel (abi, symbols, cudart, fatbin, "
+                           "import, smoke); keep it only if all pass"))
+    if recipe.kind == "prebuilt":
+        actions = [_clean(work / "dist"),
+                   *_run_all(download_steps(env, recipe, archs, work / "dist", env_vars,
+                                            req.verbose))]
+    else:
+        actions = [Action("check", "check the system headers the recipe names")]
+        actions.append(Action("fetch", f"fetch {recipe.source.describe()} into {work / 'src'}",
+                              path=work / "src"))
+        actions += [Action("patch", f"apply patch set patches/{p} to {src}", arg=p, path=src)
+                    for p in patch_sets]
+        for var, extra in recipe.extra_sources:
+            dest = work / "extra" / var
+            actions.append(Action("fetch", f"fetch {extra.describe()} into {dest} ({var})",
+                                  arg=var, path=dest))
+            actions += [Action("patch", f"apply patch set patches/{p} to {dest}", arg=p,
+                               path=dest) for p in recipe.patches]
+        if recipe.build_requires:
+            actions.append(Action("run", f"build requirements of {recipe.name}", Step(
+                (str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
+                 *recipe.build_requires),
+                description=f"build requirements of {recipe.name}"), shares_env=True))
+        if recipe.depends:
+            actions.append(Action("deps", "install the wheels of "
+                                  + ", ".join(recipe.depends) + " from this combo's wheelhouse "
+                                  "(pip install --no-deps --force-reinstall)", shares_env=True))
+        actions.append(_clean(work / "dist"))
+        job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
+                       req.verbose, project.root / "native" / "cmake", defines)
+        actions += _run_all(steps_for(job))
+    actions.append(Action("verify", "verify (abi, symbols, cudart, fatbin, import, smoke) "
+                          "after installing the wheel's runtime requirements"))
+
+    source_inputs = {"source": _source_identity(recipe.source, project, content=False),
+                     "patches": patches_digest(project, patch_sets)}
+    for var, extra in recipe.extra_sources:
+        source_inputs[f"extra:{var}"] = _source_identity(extra, project, content=True)
+    inputs = {**source_inputs,
+              "source": _source_identity(recipe.source, project, content=True),
+              "recipe": recipe_digest(project, recipe),
+              "arches": archs.torch(), "policy": policy, "skip": skip,
+              "torch": combo.torch, "python": combo.python, "cuda": str(env.toolkit.version),
+              "commands": key_of({f"{i}": _step_identity(a.step) for i, a in
+                                  enumerate((*prebuilt, *actions)) if a.step}),
+              "build_requires": " ".join(recipe.build_requires)}
+    inputs.update({f"dep:{d}": planned[d].key for d in recipe.depends if d in planned})
+    return PackagePlan(recipe, archs, policy, skip, work, src, jobs, env_vars, prebuilt,
+                       tuple(actions), tuple(sorted(inputs.items())), key_of(inputs),
+                       key_of(source_inputs))
+
+
+def _clean(path: Path) -> Action:
+    return Action("clean", f"empty {path} (the wheel lands there first)", path=path)
+
+
+def _run_all(steps) -> list[Action]:
+    return [Action("run", s.description, s) for s in steps]
+
+
+def download_steps(env, recipe: Recipe, archs: ArchList, out: Path,
+                   env_vars: tuple[tuple[str, str], ...], verbose: bool) -> list[Step]:
+    """``pip download`` of the recipe's published wheel into ``out``."""
+    pre = replace(recipe, kind="prebuilt",
+                  prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env, archs))
+    return steps_for(BuildJob(pre, env.python, out, out, out, archs, env_vars, verbose))
+
+
+def _fmt(text: str, env, archs: ArchList) -> str:
+    return text.format(torch=env.info.torch, accel=env.combo.accel.tag,
+                       cuda=str(env.toolkit.version), torch_list=archs.torch(),
+                       cmake_list=archs.cmake(), compact=";".join(a.number for a in archs.sass))
+
+
+def source_root(source: Source, dest: Path) -> Path:
+    """Where the buildable tree lies once ``source`` is fetched into ``dest``."""
+    return dest / source.subdir if source.git and source.subdir else dest
+
+
+def _source_identity(source: Source, project: Project, *, content: bool) -> str:
+    """A pinned source is its URL + commit or checksum; a local path is its content (when
+    ``content``) - a path alone says nothing about what is in it."""
+    if source.path and content:
+        root = sources.resolve_path(source.path, project.root)
+        return f"path:{tree_digest(root)}" if root.is_dir() else f"missing:{root}"
+    return source.describe()
+
+
+def _step_identity(step: Step) -> str:
+    env = "\n".join(f"{k}={_key_value(k, v)}" for k, v in step.env
+                    if not any(fnmatch.fnmatch(k, pat) for pat in NOT_IN_KEY))
+    return f"{step.cwd}\n{step.argv!r}\n{env}"
+
+
+def _key_value(name: str, value: str) -> str:
+    """The user's own $PATH (and friends) and nvcc's thread count are not part of the key."""
+    own = os.environ.get(name)
+    if own and value.endswith(own):
+        value = value[: -len(own)] + f"${name}"
+    if name == "NVCC_APPEND_FLAGS":
+        parts = value.split()
+        value = " ".join(p for i, p in enumerate(parts)
+                         if p != "-t" and not (i and parts[i - 1] == "-t"))
+    return value
+
+
+def recipe_digest(project: Project, recipe: Recipe) -> str:
+    """sha256 over the recipe file and every file of its patch sets."""
+    return files_digest(([recipe.file] if recipe.file else [])
+                        + _patch_files(project, (*recipe.patches, *recipe.arches.native_patches)),
+                        project.root)
+
+
+def patches_digest(project: Project, names: tuple[str, ...]) -> str:
+    return files_digest(_patch_files(project, names), project.root)
+
+
+def _patch_files(project: Project, names) -> list[Path]:
+    files: list[Path] = []
+    for name in names:
+        files += sorted(p for p in (project.patches_dir / name).rglob("*") if p.is_file())
+    return files
+
+
+@cache
+def effective_policy(recipe: Recipe, combo: Combo, req) -> str:
+    """The arch policy this build uses: the command line's, else the recipe's; ``auto`` means
+    ``native`` (the package patched to know every target, own SASS) when the recipe has such
+    patches and the toolkit compiles every target, else ``ptx`` (nearest known arch + PTX)."""
+    policy = req.arch_policy or recipe.arches.policy
+    if policy != "auto":
+        return policy
+    unknown = [t.arch for t in combo.arches if t.arch.base not in recipe.arches.supported]
+    if not unknown:
+        return "native"
+    try:
+        check_supported(combo.arches, combo.accel.cuda)
+    except ConfigError:
+        can = False
+    else:
+        can = bool(recipe.arches.native_patches)
+    if not can:
+        console.print(f"[yellow]{recipe.name}[/]: arch policy auto -> ptx: "
+                      f"{' '.join(map(str, unknown))} not in its table and no native patch / "
+                      f"toolkit support; they run by PTX JIT")
+        return "ptx"
+    return "native"
+
+
+def package_arches(recipe: Recipe, combo: Combo, req) -> ArchList | None:
+    """The combo's arches after the recipe's rule; None for a prebuilt without an arch table."""
+    if recipe.kind == "prebuilt" and not recipe.arches.supported:
+        return None
+    rule = replace(recipe.arches, policy=effective_policy(recipe, combo, req))
+    return rule.map(combo.arches)
+
+
+def job_env(env, recipe: Recipe, archs: ArchList, jobs: int) -> tuple[tuple[str, str], ...]:
+    """The variables a package build gets on top of the user's environment."""
+    base = build_environment(env.toolkit, archs, jobs=jobs, cxx11_abi=env.info.cxx11_abi,
+                             extra_include=list(env.info.nvidia_include),
+                             extra_lib=list(env.info.nvidia_lib), bin_dirs=[env.bin_dir])
+    fmt = {"torch_list": archs.torch(), "cmake_list": archs.cmake(),
+           "compact": ";".join(a.number for a in archs.sass), "cuda": str(env.toolkit.version),
+           "accel": env.combo.accel.tag}
+    if recipe.arches.append_gencode:
+        # Arches change the output, and ccache does not hash NVCC_APPEND_FLAGS: keep torch's
+        # automatic compiler cache off for such builds.
+        base["NVCC_APPEND_FLAGS"] += " " + " ".join(archs.gencode_flags())
+        base["TORCH_NO_COMPILER_WRAPPER"] = "1"
+    base.update({k: v.format(**fmt) for k, v in recipe.arches.env})
+    base.update({k: v.format(**fmt) for k, v in recipe.env})
+    return tuple(sorted(base.items()))

@@ -1,0 +1,113 @@
+"""The build plan as data (cuforge.plan): keys, the source key that decides resume, job shares.
+Pure planning: nothing is fetched or built."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from cuforge.combos import select_combo, with_overrides
+from cuforge.pipeline import BuildRequest
+from cuforge.plan import job_shares, make_plan
+from cuforge.project import Project, find_project
+from cuforge.recipes import load_recipes, plan
+from cuforge.toolchain import Toolkit
+from cuforge.torchinfo import TorchInfo
+from cuforge.venv import ComboEnv
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _setup(tmp_path: Path, arches: str = "12.0;12.1+PTX"):
+    proj = tmp_path / "proj"
+    shutil.copytree(ROOT / "envs", proj / "envs")
+    (proj / "recipes").mkdir()
+    (proj / "src" / "a").mkdir(parents=True)
+    (proj / "src" / "a" / "k.cu").write_text("// a\n")
+    (proj / "src" / "a" / "build").mkdir()                   # build outputs: not content
+    (proj / "src" / "b").mkdir()
+    (proj / "src" / "b" / "k.cu").write_text("// b\n")
+    (proj / "recipes" / "a.toml").write_text('[source]\npath = "src/a"\n')
+    (proj / "recipes" / "b.toml").write_text(
+        'depends = ["a"]\npatches = ["p"]\n[source]\npath = "src/b"\n'
+        '[extra_sources.UP]\ngit = "file:///x"\ncommit = "' + "1" * 40 + '"\n')
+    (proj / "patches" / "p").mkdir(parents=True)
+    (proj / "patches" / "p" / "patch.toml").write_text("# v1\n")
+    combo = with_overrides(select_combo(find_project(ROOT), name="3.11-cu130"), arches=arches)
+    info = TorchInfo(python=Path("/x/bin/python"), py_version="3.11", site_packages=Path("/x"),
+                     machine="x86_64", torch="2.14.1", cuda="13.0")
+    env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True)
+    return Project(proj), combo, env
+
+
+def _plan(project, combo, env, jobs=2):
+    req = BuildRequest(combo=combo, jobs=jobs, packages=("b",))
+    return make_plan(project, req, env, plan(load_recipes(project), ["b"]))
+
+
+def test_plan_is_deterministic_and_jobs_are_not_an_input(tmp_path):
+    project, combo, env = _setup(tmp_path)
+    one = _plan(project, combo, env)
+    assert [p.name for p in one.packages] == ["a", "b"]
+    assert one == _plan(project, combo, env)
+    four = _plan(project, combo, env, jobs=4)
+    assert [p.key for p in four.packages] == [p.key for p in one.packages]
+    assert dict(four.package("a").env)["MAX_JOBS"] == "4"
+
+
+def test_each_input_moves_exactly_the_keys_it_touches(tmp_path):
+    project, combo, env = _setup(tmp_path)
+    before = {p.name: p for p in _plan(project, combo, env).packages}
+
+    (project.root / "src" / "a" / "build" / "x.o").write_text("an object")
+    same = {p.name: p.key for p in _plan(project, combo, env).packages}
+    assert same == {n: p.key for n, p in before.items()}     # build outputs are not content
+
+    (project.root / "patches" / "p" / "patch.toml").write_text("# v2\n")
+    after = {p.name: p for p in _plan(project, combo, env).packages}
+    assert after["a"].key == before["a"].key
+    assert after["b"].key != before["b"].key
+    assert after["b"].source_key != before["b"].source_key   # new patches: a fresh tree
+
+    (project.root / "src" / "a" / "k.cu").write_text("// a, edited\n")
+    edited = {p.name: p for p in _plan(project, combo, env).packages}
+    assert edited["a"].key != after["a"].key                  # content, not the path
+    assert edited["a"].source_key == after["a"].source_key    # same tree: the build resumes
+    assert edited["b"].key != after["b"].key                  # b is built against a
+
+
+def test_an_extra_source_moves_the_source_key(tmp_path):
+    project, combo, env = _setup(tmp_path)
+    recipe = project.root / "recipes" / "b.toml"
+    before = _plan(project, combo, env).package("b")
+    recipe.write_text(recipe.read_text().replace("1" * 40, "2" * 40))
+    after = _plan(project, combo, env).package("b")
+    assert after.source_key != before.source_key and after.key != before.key
+
+
+def test_arches_are_an_input(tmp_path):
+    project, combo, env = _setup(tmp_path)
+    before = _plan(project, combo, env).package("a")
+    other = replace(env, combo=with_overrides(combo, arches="12.0"))
+    after = _plan(project, other.combo, other).package("a")
+    assert after.key != before.key and after.source_key == before.source_key
+
+
+def test_dry_run_commands_are_the_plan_commands(tmp_path):
+    project, combo, env = _setup(tmp_path)
+    pkg = _plan(project, combo, env).package("a")
+    (cmd,) = pkg.commands()
+    assert cmd.argv[-1] == str(pkg.src) and "wheel" in cmd.argv
+    assert dict(cmd.env)["TORCH_CUDA_ARCH_LIST"] == "12.0;12.1+PTX"
+
+
+def test_job_shares_split_a_level_and_never_exceed_the_budget():
+    from cuforge.recipes import Recipe, Source
+    r = lambda n, *d: Recipe(n, "setuptools", Source(path="x"), depends=d)  # noqa: E731
+    milo = [r(f"m{i}") for i in range(6)]
+    shares = job_shares(milo, 16)
+    assert sum(shares.values()) == 16 and set(shares.values()) == {2, 3}
+    assert job_shares(milo, 2) == {f"m{i}": 1 for i in range(6)}
+    chain = [r("pccm"), r("cumm", "pccm"), r("spconv", "cumm")]
+    assert job_shares(chain, 8) == {"pccm": 8, "cumm": 8, "spconv": 8}
