@@ -23,6 +23,7 @@ class Accel:
     default_arches: str
     torch_index: str
     toolkit_wheels: tuple[str, ...]
+    toolkit: str = "pypi"              # where its combos take nvcc from unless they say otherwise
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ def load_accels(project: Project) -> dict[str, Accel]:
             default_arches=row["default_arches"],
             torch_index=row.get("torch_index", ""),
             toolkit_wheels=tuple(row.get("toolkit_wheels", ())),
+            toolkit=row.get("toolkit", "pypi"),
         )
     return accels
 
@@ -144,9 +146,13 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
     check_supported(arches, accel.cuda, where=where)
     if "platform" in row:
         platforms.get(row["platform"], where=where)
-    toolkit = row.get("toolkit", "pypi")
+    toolkit = row.get("toolkit", accel.toolkit)
     if toolkit not in ("pypi", "system"):
         raise ConfigError(f"{where}: toolkit must be 'pypi' or 'system', not {toolkit!r}")
+    if toolkit == "pypi" and not accel.toolkit_wheels:
+        raise ConfigError(f"{where}: {accel.tag} has no PyPI toolkit (CUDA {accel.cuda}'s "
+                          "nvcc is not published as a wheel)",
+                          hint=f"use toolkit = \"system\" with CUDA {accel.cuda} installed")
     return Combo(
         python=str(row["python"]),
         accel=accel,

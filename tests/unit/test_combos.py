@@ -45,3 +45,21 @@ def test_cli_arch_errors_are_one_message_without_traceback(arch, code, needle, t
     assert "fix:" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "wh").exists()
+
+
+def test_cuda12_accels_build_with_the_system_toolkit(tmp_path):
+    """nvidia-cuda-nvcc-cu12 has no nvcc driver: CUDA 12 combos default to the installed
+    toolkit, and asking for a PyPI one is a configuration error that names the fix."""
+    from cuforge.project import Project
+    combos = {c.id: c for c in load_combos(find_project())}
+    assert combos["3.12-cu128"].toolkit == combos["3.12-cu128-pypi"].toolkit == "system"
+    assert combos["3.12-cu128-pypi"].torch_index == ""          # PyPI's torch 2.9.1 is cu128
+    assert combos["3.12-cu130"].toolkit == "pypi"
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "accels.toml").write_text(
+        (find_project().envs_dir / "accels.toml").read_text())
+    (tmp_path / "envs" / "combos.toml").write_text(
+        '[[combo]]\npython = "3.12"\naccel = "cu128"\ntorch = "2.9.1"\ntoolkit = "pypi"\n')
+    with pytest.raises(ConfigError, match="cu128 has no PyPI toolkit") as err:
+        load_combos(Project(tmp_path))
+    assert 'toolkit = "system"' in str(err.value)
