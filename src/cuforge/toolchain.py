@@ -80,8 +80,9 @@ def find_system_toolkit(expected: Version) -> Toolkit:
     if (version.major, version.minor) != (expected.major, expected.minor):
         raise ToolchainError(f"the system nvcc ({nvcc}) is CUDA {version}, but this combo needs "
                              f"CUDA {expected}",
-                             hint="use toolkit = \"pypi\" (the nvidia-cuda-* wheels) or point "
-                             "CUDA_HOME at a matching toolkit")
+                             hint=f"install CUDA {expected} and point CUDA_HOME at it (CUDA "
+                             "13 combos can also use toolkit = \"pypi\": the nvidia-cuda-* "
+                             "wheels; CUDA 12 has no nvcc wheel)")
     return Toolkit(toolkit_root_of(nvcc), version)
 
 
