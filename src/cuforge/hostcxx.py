@@ -140,7 +140,7 @@ def choose(host_cxx: str = "", host_cc: str = "", fallbacks: tuple[str, ...] = (
             return other, (f"{first.describe()}; building with {other.cxx} instead "
                            f"(CC={other.cc}, CXX/CUDAHOSTCXX/NVCC_CCBIN={other.cxx})")
     raise ToolchainError(f"{first.describe()}: extension modules built with it each carry a "
-                         "private C++ standard library (modules that exchange C++ objects, like cumm's and "
-                         "spconv's core_cc, may then disagree about them), and "
+                         "private C++ standard library (modules that exchange C++ objects, "
+                         "like cumm's and spconv's core_cc, may then disagree about them), and "
                          f"no fallback ({', '.join(fallbacks) or 'none'}) links it dynamically",
                          hint=fix)

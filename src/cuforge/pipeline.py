@@ -184,7 +184,9 @@ class Executor:
             arches_requested=pkg.archs.torch(), arches_embedded=embedded,
             arch_policy=pkg.policy, checks=checks, torch=self.plan.combo.torch,
             python=self.plan.combo.python, cuda=str(self.env.toolkit.version),
-            build_seconds=seconds, log=str(log), reason=note,
+            build_seconds=seconds, log=str(log),
+            reason="; ".join(filter(None, (note, recipe.arches.explain(self.plan.combo.arches,
+                                                                       pkg.policy)))),
             recipe_digest=recipe_digest(self.project, recipe), plan_key=pkg.key)
         self.house.publish(wheel, entry)
         console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-from .arches import ArchList, Target, map_to_supported
+from .arches import ArchList, Target, map_to_supported, parse_target
 from .errors import ConfigError, NothingToDo
 from .project import Project
 
@@ -57,6 +57,27 @@ class ArchRule:
     # True: also append -gencode flags to every nvcc call (NVCC_APPEND_FLAGS), for packages
     # whose own .cu files get nvcc's default arch (cumm, spconv: sm_75 + compute_75).
     append_gencode: bool = False
+
+    def explain(self, requested: ArchList, policy: str) -> str:
+        """For the manifest: how targets outside the package's table were handled.
+
+        >>> from .arches import parse_arch_list
+        >>> ArchRule("ptx", ("9.0", "12.0")).explain(parse_arch_list("12.0;12.1+PTX"), "ptx")
+        'arch policy ptx: outside its arch table: 12.1 -> 12.0+PTX'
+        """
+        known = {parse_target(a).arch for a in self.supported}
+        parts = []
+        for t in requested:
+            if not known or t.arch in known:
+                continue
+            if policy == "native":
+                parts.append(f"{t.arch} kept (table patched)")
+            elif policy == "ptx":
+                to = map_to_supported(ArchList((t,)), list(self.supported), policy)
+                parts.append(f"{t.arch} -> {to}")
+            else:
+                parts.append(f"{t.arch} dropped")
+        return f"arch policy {policy}: outside its arch table: {', '.join(parts)}" if parts else ""
 
     def map(self, archs: ArchList) -> ArchList:
         if self.supported:

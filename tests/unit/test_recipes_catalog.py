@@ -158,3 +158,17 @@ def test_smoke_table_and_short_form_parse(tmp_path):
     bad.write_text(base + '[smoke]\ngpus = 0\n')
     with pytest.raises(ConfigError, match="unknown \\[smoke\\] keys"):
         parse_recipe(bad)
+
+
+def test_manifest_says_how_targets_outside_cumms_table_were_handled():
+    """12.1 is not in cumm's table: the manifest's reason names the policy and the mapping."""
+    from cuforge.arches import parse_arch_list
+    from cuforge.project import find_project
+    from cuforge.recipes import load_recipes
+    rule = load_recipes(find_project())["spconv"].arches
+    asked = parse_arch_list("12.0;12.1+PTX")
+    assert rule.explain(asked, "ptx") == "arch policy ptx: outside its arch table: 12.1 -> 12.0+PTX"
+    assert rule.explain(asked, "native") == ("arch policy native: outside its arch table: "
+                                             "12.1 kept (table patched)")
+    assert rule.explain(asked, "skip").endswith("12.1 dropped")
+    assert rule.explain(parse_arch_list("9.0;12.0"), "ptx") == ""
