@@ -106,6 +106,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="rate the wheelhouses for this GPU (e.g. 12.1) instead of the local one")
     d.set_defaults(func=_cmd_doctor)
 
+    st = sub.add_parser("setup", parents=[common],
+                        help="a working venv for a MILo / Pointcept checkout: wheels, patches, "
+                             "env vars, model check")
+    st.add_argument("stack", help="milo or pointcept (stacks/*.toml)")
+    st.add_argument("--checkout", type=Path, required=True, help="your clone of the code base")
+    st.add_argument("--venv", type=Path, default=None, help="default: CHECKOUT/.venv")
+    _combo_args(st)
+    st.add_argument("--cuda-arch", default=None, help="arches the wheels are built for")
+    st.add_argument("--jobs", type=int, default=0, help="parallel compile jobs if a build is needed")
+    st.add_argument("--rebuild", action="store_true", help="rebuild the stack's wheels")
+    st.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    st.set_defaults(func=_cmd_setup)
+
     mc = sub.add_parser("mesh-convert", parents=[common],
                         help="MILo's PLY mesh -> cleaned PLY, OBJ and GLB (the mesh extra)")
     mc.add_argument("--in", dest="mesh", type=Path, required=True, help="the input mesh (.ply)")
@@ -230,6 +243,17 @@ def _cmd_verify(args) -> int:
 def _cmd_doctor(args) -> int:
     from .doctor import run_doctor
     return run_doctor(_project(args), gpu_arch=args.gpu_arch)
+
+
+def _cmd_setup(args) -> int:
+    from .toolchain import default_jobs
+    from .workstation import SetupRequest, setup
+    checkout = args.checkout.expanduser().resolve()
+    req = SetupRequest(stack=args.stack, checkout=checkout,
+                       venv=(args.venv or checkout / ".venv").expanduser().absolute(),
+                       combo=_combo(args, arches=_arches(args)), dry_run=args.dry_run,
+                       jobs=args.jobs or default_jobs(), rebuild=args.rebuild)
+    return setup(_project(args), req)
 
 
 def _cmd_mesh_convert(args) -> int:

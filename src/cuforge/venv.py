@@ -121,8 +121,13 @@ def prepare(state_dir: Path, combo: Combo, *, log: Path, verbose: bool = False) 
     return ComboEnv(combo, info, toolkit, root, reused)
 
 
+def which(interpreter: str) -> str:
+    """A combo's ``interpreter`` (``python3`` or a path) as a path."""
+    return shutil.which(interpreter) or interpreter
+
+
 def _existing_interpreter(state_dir: Path, combo: Combo) -> ComboEnv:
-    python = shutil.which(combo.interpreter) or combo.interpreter
+    python = which(combo.interpreter)
     if not Path(python).exists():
         raise ToolchainError(f"the combo's interpreter {combo.interpreter!r} does not exist",
                              hint="fix `interpreter` in envs/combos.toml or --interpreter")

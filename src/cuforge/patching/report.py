@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.table import Table
+from rich.text import Text
+
+from cuforge.console import table as make_table
 
 from cuforge.patching.model import PatchResult, Status
 
@@ -17,17 +20,16 @@ _STYLE = {
 
 
 def render(results: Sequence[PatchResult], title: str | None = None) -> Table:
-    """A rich table: one row per patch with its file, status (before the operation) and action."""
+    """A rich table: one row per patch with its file, status (before the operation) and action.
+    Cells are plain Text (file names and details keep their brackets); folds to 80 columns."""
     name = results[0].set_name if results else ""
-    table = Table(title=title or f"patch set {name}", title_justify="left")
-    table.add_column("patch", no_wrap=True)
-    table.add_column("file", overflow="fold")
-    table.add_column("status", no_wrap=True)
-    table.add_column("action / detail", overflow="fold")
+    table = make_table("patch", "file", "status", "action / detail",
+                       title=title or f"patch set {name}", wide=["file", "action / detail"])
+    table.title_justify = "left"
     for r in results:
-        status = f"[{_STYLE[r.status]}]{r.status.value}[/]"
         note = "; ".join(part for part in (r.action, r.detail) if part)
-        table.add_row(r.patch_id, r.file, status, note)
+        table.add_row(Text(r.patch_id), Text(r.file),
+                      Text(r.status.value, style=_STYLE[r.status]), Text(note))
     return table
 
 

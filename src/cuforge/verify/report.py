@@ -161,10 +161,9 @@ def render_table(reports: Iterable[WheelReport], *, width: int = 60) -> Table:
     reports = list(reports)
     extra = [c for r in reports for c in (x.check for x in r.results) if c not in CHECKS]
     columns = list(CHECKS) + list(dict.fromkeys(extra))
-    table = Table(title="cuforge verify", show_lines=True)
-    table.add_column("package", style="bold")
-    for col in columns:
-        table.add_column(col, overflow="fold")
+    from ..console import table as make_table   # compact, folding: readable at 80 columns
+    table = make_table("package", *columns, title="cuforge verify")
+    table.show_lines = True
     for report in reports:
         verdict = "[green]ok[/]" if report.ok else "[bold red]FAILED[/]"
         cells = [_cell(report.result(c), width) for c in columns]

@@ -1,0 +1,77 @@
+"""Workstation stacks (``stacks/*.toml``): which recipes a research code base needs, which patch
+set its checkout gets, which variables its venv sets on activation, and its model check.
+A stack is data: adding one is a TOML file, not a branch in code."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigError
+from .project import Project
+
+_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+    why: str          # one line, written above the variable in the env file
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    description: str
+    packages: tuple[str, ...]
+    patch_set: str
+    env: tuple[EnvVar, ...]
+    model_check: str          # a script path relative to the project root ("" = none)
+    file: Path
+
+
+def available_stacks(project: Project) -> list[str]:
+    return sorted(p.stem for p in project.stacks_dir.glob("*.toml"))
+
+
+def load_stack(project: Project, name: str) -> Stack:
+    path = project.stacks_dir / f"{name}.toml"
+    if not path.is_file():
+        known = ", ".join(available_stacks(project)) or "none"
+        raise ConfigError(f"no stack named {name!r} in {project.stacks_dir}",
+                          hint=f"known stacks: {known}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    head = data.get("stack", {})
+    env = []
+    for row in data.get("env", []):
+        name_, why = row.get("name", ""), " ".join(str(row.get("why", "")).split())
+        if not _NAME.match(name_) or "value" not in row or not why:
+            raise ConfigError(f"{path}: every [[env]] needs name (A-Z_), value and why",
+                              hint=f"fix the entry {row!r}")
+        env.append(EnvVar(name_, str(row["value"]), why))
+    if not head.get("packages"):
+        raise ConfigError(f"{path}: [stack] lists no packages")
+    return Stack(name=head.get("name", name), description=head.get("description", ""),
+                 packages=tuple(head["packages"]), patch_set=head.get("patch_set", ""),
+                 env=tuple(env), model_check=head.get("model_check", ""), file=path)
+
+
+def env_file_text(stack: Stack) -> str:
+    """The env file sourced on activation: one ``export`` per variable, its why above it.
+
+    >>> print(env_file_text(Stack("s", "", ("p",), "", (EnvVar("A", "x y", "because"),), "",
+    ...                           Path("s.toml"))).splitlines()[-2:])
+    ['# because', "export A='x y'"]
+    """
+    lines = [f"# cuforge setup {stack.name}: written by cuforge from {stack.file.name}; edits",
+             "# are overwritten by the next `cuforge setup`. Sourced by this venv's activate.", ""]
+    for var in stack.env:
+        lines += [f"# {var.why}", f"export {var.name}={shlex.quote(var.value)}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,344 @@
+"""``cuforge setup milo|pointcept --checkout PATH``: from a verified wheelhouse to a working
+environment for the user's own checkout, in one idempotent command.
+
+1. build the stack's wheels first when the wheelhouse lacks them or they are out of date;
+2. create or reuse the user's venv with uv and put the combo's torch in it;
+3. install the stack's wheels (and their runtime requirements, never another torch);
+4. apply the stack's patch set to the checkout;
+5. write the env file (each variable with its why) and hook it into ``bin/activate``;
+6. the model stage in that venv: every wheel imported together, then a tiny GPU forward
+   (skipped without a GPU, saying so).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from rich.console import Console
+from rich.text import Text
+
+from . import venv
+from .combos import Combo
+from .console import verdict_line
+from .errors import BuildError, ConfigError, ToolchainError, VerifyError
+from .project import Project
+from .recipes import Recipe, load_recipes, plan
+from .runner import Step, capture, run
+from .stacks import Stack, env_file_text, load_stack
+from .wheelhouse import Entry, Wheelhouse
+
+HOOK_BEGIN = "# >>> cuforge setup {name} >>>"
+HOOK_END = "# <<< cuforge setup {name} <<<"
+
+
+@dataclass(frozen=True)
+class SetupRequest:
+    """A parsed ``setup`` command."""
+
+    stack: str
+    checkout: Path
+    venv: Path
+    combo: Combo
+    dry_run: bool = False
+    jobs: int = 1
+    rebuild: bool = False        # rebuild the stack's wheels even when up to date
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What setup will do, decided before anything runs (``--dry-run`` prints it)."""
+
+    stack: Stack
+    combo: Combo
+    recipes: tuple[Recipe, ...]          # the stack's packages and their dependencies, in order
+    to_build: tuple[str, ...]            # missing or out of date in the wheelhouse
+    house: Wheelhouse
+
+
+def env_file(venv_dir: Path, stack: str) -> Path:
+    return venv_dir / f"cuforge-{stack}.env"
+
+
+def setup(project: Project, req: SetupRequest, console: Console | None = None) -> int:
+    out = console or Console(stderr=True, highlight=False)
+    if not req.checkout.is_dir():
+        raise ConfigError(f"no checkout at {req.checkout}",
+                          hint="pass --checkout PATH to your clone (e.g. git clone "
+                               "https://github.com/Anttwo/MILo)")
+    p = make_plan(project, req)
+    if req.dry_run:
+        print_plan(project, req, p, out)
+        return 0
+    if p.to_build:
+        _build(project, req, p, out)
+    python = _venv_with_torch(req, p.combo, out)
+    _install_wheels(python, p, out)
+    _patch(project, req, p.stack, out)
+    write_env(req.venv, p.stack)
+    out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
+                   f"{req.venv / 'bin' / 'activate'})"))
+    ok = model_stage(project, python, p, out)
+    out.print(Text(f"done: source {req.venv / 'bin' / 'activate'}", style="bold"))
+    return 0 if ok else VerifyError.exit_code
+
+
+# -- the plan --------------------------------------------------------------------------------
+def make_plan(project: Project, req: SetupRequest) -> Plan:
+    from .pipeline import wheel_dir
+    stack = load_stack(project, req.stack)
+    recipes = load_recipes(project)
+    unknown = [n for n in stack.packages if n not in recipes]
+    if unknown:
+        raise ConfigError(f"stack {stack.name} names packages without a recipe: "
+                          f"{', '.join(unknown)}", hint=f"fix `packages` in {stack.file}")
+    order = plan(recipes, list(stack.packages))
+    combo = req.combo
+    if combo.interpreter:   # its torch decides the wheelhouse, as in a build
+        combo = replace(combo, torch=installed_torch(venv.which(combo.interpreter)))
+    house = Wheelhouse(wheel_dir(project, combo))
+    latest = house.latest()
+    to_build = tuple(r.name for r in order
+                     if req.rebuild or _stale(project, house, combo, r, latest.get(r.name)))
+    return Plan(stack, combo, tuple(order), to_build, house)
+
+
+def installed_torch(python: str) -> str:
+    """torch's version in ``python`` from its metadata: no 20 s ``import torch`` to learn it."""
+    code = "from importlib.metadata import version; print(version('torch'))"
+    try:
+        return capture([python, "-c", code], error=ToolchainError).strip().split("+")[0]
+    except ToolchainError as err:
+        raise ToolchainError(f"{python} has no torch: {str(err).splitlines()[-1]}",
+                             hint="install torch there, or use a combo without `interpreter`"
+                             ) from None
+
+
+def _stale(project: Project, house: Wheelhouse, combo: Combo, recipe: Recipe,
+           entry: Entry | None) -> bool:
+    """Missing, failed, or built from other inputs. Wheels from local trees (``path``
+    sources) and prebuilt downloads carry no version to compare: present counts as fresh
+    (``--rebuild`` rebuilds them)."""
+    from .pipeline import BuildRequest, up_to_date
+    if entry is None or entry.status not in ("compiled", "prebuilt", "skipped"):
+        return True
+    if entry.status == "skipped":
+        return False        # recorded as not applicable (no kernels for these arches)
+    if not (house.dir / entry.wheel).is_file():
+        return True
+    if recipe.source.path or recipe.kind == "prebuilt" or entry.status == "prebuilt":
+        return False
+    return up_to_date(project, house, combo, BuildRequest(combo=combo), recipe) is None
+
+
+def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
+    out.print(Text(f"cuforge setup {p.stack.name} (dry run): combo {p.combo.id}, torch "
+                   f"{p.combo.torch}, arches {p.combo.arches}", style="bold"))
+    out.print(Text(f"1. build: {', '.join(p.to_build) or 'nothing (wheelhouse up to date)'}"))
+    out.print(Text(f"2. venv {req.venv}: {'reuse' if (req.venv / 'pyvenv.cfg').exists() else 'create'}"
+                   f"; torch {p.combo.torch} "
+                   + (f"from {p.combo.interpreter} (.pth)" if p.combo.interpreter else "via uv")))
+    names = [r.name for r in p.recipes]
+    out.print(Text(f"3. install from {p.house.dir}: {', '.join(names)}"))
+    out.print(Text(f"4. patch set {p.stack.patch_set} on {req.checkout}:"))
+    _patch(project, req, p.stack, out)
+    out.print(Text(f"5. {env_file(req.venv, p.stack.name)}:"))
+    out.print(Text(env_file_text(p.stack).rstrip(), style="dim"))
+    out.print(Text(f"6. model stage: import {', '.join(names)} together, then "
+                   f"{p.stack.model_check or 'no forward check'}"))
+
+
+# -- steps -----------------------------------------------------------------------------------
+def _build(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
+    from .pipeline import BuildRequest, build
+    out.print(Text(f"building first (missing or out of date): {', '.join(p.to_build)}"))
+    outcome = build(project, BuildRequest(combo=p.combo, packages=p.to_build, jobs=req.jobs,
+                                          rebuild=req.rebuild))
+    if outcome.failed:
+        raise BuildError(f"the {p.stack.name} stack needs "
+                         f"{', '.join(e.package for e in outcome.failed)}, which failed to build",
+                         hint="see the build output above; `invoke doctor` lists missing tools")
+
+
+def _venv_with_torch(req: SetupRequest, combo: Combo, out: Console) -> Path:
+    """Create (or reuse) the venv; give it the combo's torch: installed by uv, or for a combo
+    with its own interpreter (the GPU machine, no network) visible through a .pth file."""
+    uv = venv.find_uv()
+    base = venv.which(combo.interpreter) if combo.interpreter else str(venv.find_python(combo.python))
+    reused = (req.venv / "pyvenv.cfg").exists()
+    run(Step((uv, "venv", "--allow-existing", "--seed", "--python", base, str(req.venv)),
+             description=f"create the venv {req.venv}"))
+    python = req.venv / "bin" / "python"
+    if combo.interpreter:
+        _link_site_packages(python, Path(base))
+        what = f"torch from {base}"
+    else:
+        run(Step((uv, "pip", "install", "--python", str(python), *venv.index_args(combo),
+                  f"torch=={combo.torch}"), description=f"install torch {combo.torch}"))
+        what = f"torch {combo.torch}"
+    out.print(Text(f"venv {'reused' if reused else 'created'}: {req.venv} ({what})"))
+    return python
+
+
+def _link_site_packages(python: Path, base: Path) -> None:
+    """A ``.pth`` naming ``base``'s site directories: its torch (and everything else it has)
+    becomes importable in the venv, after the venv's own packages."""
+    probe = "import json, site, sysconfig; print(json.dumps([sysconfig.get_paths()['purelib'], *site.getsitepackages()]))"
+    import json
+    theirs = dict.fromkeys(json.loads(capture([str(base), "-c", probe])))
+    ours = Path(json.loads(capture([str(python), "-c", probe]))[0])
+    (ours / "_cuforge_base.pth").write_text("".join(f"{d}\n" for d in theirs))
+
+
+def _wheels(p: Plan) -> list[Path]:
+    latest = p.house.latest()
+    wheels = []
+    for r in p.recipes:
+        entry = latest.get(r.name)
+        if entry is None or (entry.status != "skipped" and not entry.wheel):
+            raise BuildError(f"{r.name} has no wheel in {p.house.dir}",
+                             hint=f"cuforge build --combo {p.combo.id} --only {r.name}")
+        if entry.wheel:
+            wheels.append(p.house.dir / entry.wheel)
+    return wheels
+
+
+def _install_wheels(python: Path, p: Plan, out: Console) -> None:
+    """The stack's wheels without dependency resolution (their pins name each other and torch),
+    then the other runtime requirements they declare, torch left out."""
+    from .pipeline import runtime_requirements
+    uv = venv.find_uv()
+    wheels = _wheels(p)
+    ours = {canonicalize_name(w.name.split("-")[0]) for w in wheels} | {"torch"}
+    extra = sorted({req for w in wheels for req in runtime_requirements(w)
+                    if canonicalize_name(Requirement(req).name) not in ours})
+    run(Step((uv, "pip", "install", "--python", str(python), "--no-deps", "--reinstall",
+              *map(str, wheels)), description=f"install the {p.stack.name} wheels"))
+    if extra:
+        run(Step((uv, "pip", "install", "--python", str(python), *extra),
+                 description="their runtime requirements"))
+    out.print(Text(f"installed {len(wheels)} wheels from {p.house.dir}"
+                   + (f" (+ {', '.join(extra)})" if extra else "")))
+
+
+def _patch(project: Project, req: SetupRequest, stack: Stack, out: Console) -> None:
+    if not stack.patch_set:
+        return
+    from .patching.commands import run_patch_command
+    run_patch_command(stack.patch_set, req.checkout, check=False, revert=False,
+                      dry_run=req.dry_run, patches_dir=project.patches_dir, console=out)
+
+
+def write_env(venv_dir: Path, stack: Stack) -> Path:
+    """Write the env file and hook it into ``bin/activate`` (replacing an earlier hook of the
+    same stack, so running setup again changes nothing)."""
+    path = env_file(venv_dir, stack.name)
+    _atomic_write(path, env_file_text(stack))
+    activate = venv_dir / "bin" / "activate"
+    text = activate.read_text()
+    begin, end = HOOK_BEGIN.format(name=stack.name), HOOK_END.format(name=stack.name)
+    text = re.sub(rf"\n?{re.escape(begin)}.*?{re.escape(end)}\n", "\n", text, flags=re.S)
+    hook = f"{begin}\n. {_sh_quote(path)}\n{end}\n"
+    _atomic_write(activate, text.rstrip("\n") + "\n\n" + hook)
+    return path
+
+
+def _sh_quote(path: Path) -> str:
+    import shlex
+    return shlex.quote(str(path))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    if path.exists():
+        os.chmod(tmp, path.stat().st_mode & 0o777)
+    os.replace(tmp, path)
+
+
+# -- the model stage ---------------------------------------------------------------------------
+@contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """The stack's variables for the checks' subprocesses (what activation sets)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def stack_modules(p: Plan) -> list[str]:
+    """What the import stage imports: each recipe's ``modules`` (else its wheel's own)."""
+    from .verify.wheel import default_modules, unpack
+    names: list[str] = []
+    wheels = {w.name.split("-")[0].lower(): w for w in _wheels(p)}
+    for r in p.recipes:
+        if r.modules:
+            names += r.modules
+            continue
+        wheel = wheels.get(r.name.replace("-", "_").lower())
+        if wheel:
+            with tempfile.TemporaryDirectory() as tmp:
+                names += default_modules(unpack(wheel, Path(tmp)))
+    return list(dict.fromkeys(names))
+
+
+_STAGE = """
+import importlib, json, sys
+print({mark!r}, "torch", flush=True)
+import torch
+for name in {modules!r}:
+    print({mark!r}, name, flush=True)
+    importlib.import_module(name)
+print({mark!r}, "done", flush=True)
+gpu = torch.cuda.is_available()
+print("CUFORGE-GPU", json.dumps(torch.cuda.get_device_name(0) if gpu else None), flush=True)
+"""
+
+
+def model_stage(project: Project, python: Path, p: Plan, out: Console) -> bool:
+    """In the venv, with the stack's variables: import torch and every wheel's modules in one
+    process (and ask it for a GPU), then run the stack's tiny forward when there is one."""
+    import json
+
+    from .verify._proc import run_python
+    from .verify.importer import MARK, interpret
+    from .verify.report import CheckResult
+    from .verify.smoke import run_smoke
+    modules = stack_modules(p)
+    with _environ({v.name: v.value for v in p.stack.env}):
+        outcome = run_python(python, ["-c", _STAGE.format(mark=MARK, modules=modules)])
+        imported = interpret(outcome, timeout=300)
+        results = {"import": imported if imported.status == "fail" else
+                   CheckResult("import", "pass", f"torch + {len(modules)} modules together")}
+        gpu = next((json.loads(ln.split(" ", 1)[1]) for ln in outcome.stdout.splitlines()
+                    if ln.startswith("CUFORGE-GPU ")), None)
+        if not p.stack.model_check or imported.status == "fail":
+            pass
+        elif gpu is None:
+            results["forward"] = CheckResult(
+                "forward", "skipped", f"skipped: no GPU (torch.cuda.is_available() is False in "
+                f"{python}); run `cuforge setup {p.stack.name}` again on the GPU machine")
+        else:
+            ran = run_smoke(python, project.root / p.stack.model_check, [])
+            results["forward"] = CheckResult("forward", ran.status, f"{ran.detail} on {gpu}")
+    summary = {name: r.detail if r.detail.startswith(r.status) else
+               f"{r.status}: {r.detail}" if r.detail else r.status for name, r in results.items()}
+    out.print(verdict_line(f"model stage ({p.stack.name})", summary, reason_width=200))
+    failed = [r for r in results.values() if r.status == "fail"]
+    for r in failed:
+        out.print(Text(r.detail, style="red"))
+    return not failed

@@ -1,0 +1,205 @@
+"""`cuforge setup STACK --checkout PATH` end to end on a fixture checkout: a real uv venv, real
+installs from a small wheelhouse (one wheel already there, one built first by the pipeline), the
+patch set applied, the env file sourced by a real bash through bin/activate, the model stage.
+
+Marked slow: ~20-40 s (two venvs; torch is hard-linked from uv's cache or reused via .pth)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cuforge.combos import select_combo
+from cuforge.pipeline import wheel_dir
+from cuforge.project import Project
+from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
+
+from conftest import torch_python
+
+REPO = Path(__file__).resolve().parents[2]
+MILO = REPO / "tests" / "fixtures" / "upstream" / "milo"
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(torch_python() is None, reason="needs CUFORGE_TEST_TORCH_PYTHON")]
+
+STACK = """
+[stack]
+name = "tiny"
+description = "two pure-Python packages standing in for a research stack"
+packages = ["tiny-render"]
+patch_set = "milo"
+model_check = "smoke/stacks/tiny.py"
+
+[[env]]
+name = "TINY_CHUNK"
+value = "2000000"
+why = "a chunk size the model check reads"
+
+[[env]]
+name = "TINY_ALLOC"
+value = "expandable_segments:True,max_split_size_mb:32"
+why = "a value with commas and colons: quoted in the env file"
+"""
+
+MODEL_CHECK = """
+import os, sys
+import tiny_knn, tiny_render, torch
+assert os.environ["TINY_CHUNK"] == "2000000", "the stack's variables are not set"
+assert tiny_render.uses_knn() == "knn"
+if not torch.cuda.is_available():
+    print("skipped: no GPU (torch.cuda.is_available() is False)")
+    sys.exit(77)
+print("pass: tiny forward")
+"""
+
+
+def package(root: Path, name: str, body: str) -> Path:
+    """A pure-Python setuptools project ``name`` (module ``name`` with dashes as underscores)."""
+    mod = name.replace("-", "_")
+    (root / mod).mkdir(parents=True)
+    (root / mod / "__init__.py").write_text(textwrap.dedent(body))
+    (root / "pyproject.toml").write_text(textwrap.dedent(f"""
+        [build-system]
+        requires = ["setuptools"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "{name}"
+        version = "0.1"
+        [tool.setuptools]
+        packages = ["{mod}"]
+        """))
+    return root
+
+
+def make_project(tmp: Path, combo_row: str) -> Project:
+    proj = tmp / "proj"
+    (proj / "envs").mkdir(parents=True)
+    shutil.copy(REPO / "envs" / "accels.toml", proj / "envs")
+    (proj / "envs" / "combos.toml").write_text(combo_row)
+    shutil.copytree(REPO / "patches", proj / "patches")
+    (proj / "stacks").mkdir()
+    (proj / "stacks" / "tiny.toml").write_text(STACK)
+    (proj / "smoke" / "stacks").mkdir(parents=True)
+    (proj / "smoke" / "stacks" / "tiny.py").write_text(MODEL_CHECK)
+    knn = package(tmp / "src" / "knn", "tiny-knn", 'def knn():\n    return "knn"\n')
+    render = package(tmp / "src" / "render", "tiny-render",
+                     "import tiny_knn\ndef uses_knn():\n    return tiny_knn.knn()\n")
+    (proj / "recipes").mkdir()
+    for name, src, deps in (("tiny-knn", knn, []), ("tiny-render", render, ["tiny-knn"])):
+        (proj / "recipes" / f"{name}.toml").write_text(
+            f'name = "{name}"\nkind = "setuptools"\ndepends = {deps!r}\n'
+            f'modules = ["{name.replace("-", "_")}"]\n[source]\npath = "{src}"\n'.replace("'", '"'))
+    return Project(proj)
+
+
+def prebuild(project: Project, name: str, python: Path) -> None:
+    """Put ``name``'s wheel into the combo's wheelhouse, as an earlier `cuforge build` would."""
+    combo = select_combo(project, name="tiny-combo")
+    combo = combo.__class__(**{**combo.__dict__, "torch": "2.14.1"})
+    dist = project.root.parent / "dist"
+    subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
+                    "-w", str(dist), str(project.root.parent / "src" / "knn")], check=True)
+    wheel = next(dist.glob("tiny_knn-*.whl"))
+    Wheelhouse(wheel_dir(project, combo)).publish(
+        wheel, Entry(package=name, status="compiled", version="0.1", wheel=wheel.name,
+                     wheel_sha256=sha256_of(wheel), torch="2.14.1", python="3.11"))
+
+
+def setup(project: Project, checkout: Path, venv: Path, *extra: str
+          ) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "100"}
+    env.pop("CUFORGE_ROOT", None)
+    env.pop("CUFORGE_STATE", None)
+    env.pop("CUFORGE_WHEELHOUSE", None)
+    return subprocess.run([sys.executable, "-m", "cuforge", "--root", str(project.root), "setup",
+                           "tiny", "--checkout", str(checkout), "--venv", str(venv), "--combo",
+                           "tiny-combo", *extra], capture_output=True, text=True, env=env,
+                          cwd=project.root.parent)
+
+
+def activated(venv: Path, code: str) -> str:
+    """Run ``code`` in a real bash that sources the venv's activate script."""
+    out = subprocess.run(["bash", "-c", f'. "{venv}/bin/activate" && python -c "$0"', code],
+                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin",
+                                                              "HOME": os.environ["HOME"]})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def check_result(project: Project, checkout: Path, venv: Path) -> None:
+    assert "MILO_RAST_TRI_CHUNK" in (checkout / "milo" / "scene" / "mesh.py").read_text()
+    env_file = (venv / "cuforge-tiny.env").read_text()
+    assert "# a chunk size the model check reads\nexport TINY_CHUNK=2000000\n" in env_file
+    assert "export TINY_ALLOC=expandable_segments:True,max_split_size_mb:32" in env_file
+    # torch's version from its metadata: importing it costs ~3-20 s per process
+    printed = activated(venv, "import os, sys, tiny_render; from importlib.metadata import "
+                              "version; print(os.environ['TINY_CHUNK'], os.environ['TINY_ALLOC'], "
+                              "tiny_render.uses_knn(), version('torch').split('+')[0], "
+                              "sys.prefix)")
+    chunk, alloc, knn, torch_version, prefix = printed.split()
+    assert (chunk, knn, torch_version) == ("2000000", "knn", "2.14.1")
+    assert alloc == "expandable_segments:True,max_split_size_mb:32"
+    assert Path(prefix) == venv
+    assert (venv / "bin" / "activate").read_text().count("# >>> cuforge setup tiny >>>") == 1
+
+
+def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path) -> None:
+    """Combo with its own interpreter (the GPU machine's shape): torch comes through a .pth;
+    tiny-render is missing from the wheelhouse, so the pipeline builds it first."""
+    python = torch_python()
+    project = make_project(tmp_path, f'[[combo]]\npython = "3.11"\naccel = "cu130"\n'
+                                     f'torch = "2.14.1"\nname = "tiny-combo"\n'
+                                     f'interpreter = "{python}"\n')
+    prebuild(project, "tiny-knn", python)
+    checkout, venv = tmp_path / "MILo", tmp_path / "venv"
+    shutil.copytree(MILO, checkout)
+
+    dry = setup(project, checkout, venv, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "1. build: tiny-render" in dry.stderr and not venv.exists()
+    assert "MILO_RAST_TRI_CHUNK" not in (checkout / "milo" / "scene" / "mesh.py").read_text()
+
+    first = setup(project, checkout, venv)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "building first (missing or out of date): tiny-render" in first.stderr
+    # the build shows its verification: one line of verdicts for the package it built
+    assert "tiny-render: abi pass · symbols pass · cudart pass · fatbin pass · import pass · " \
+           "smoke skipped (" in first.stderr, first.stderr
+    assert "model stage (tiny): import pass · forward skipped (no GPU" in first.stderr \
+        or "forward pass" in first.stderr
+    check_result(project, checkout, venv)
+
+    again = setup(project, checkout, venv)      # idempotent: nothing to build, nothing to patch
+    assert again.returncode == 0, again.stderr
+    assert "building first" not in again.stderr and "venv reused" in again.stderr
+    assert "nothing changed" in again.stderr
+    check_result(project, checkout, venv)
+
+
+def test_setup_installs_the_combos_torch_with_uv(tmp_path: Path) -> None:
+    """A plain combo: uv puts torch 2.14.1 into the new venv (hard-linked from uv's cache)."""
+    project = make_project(tmp_path, '[[combo]]\npython = "3.11"\naccel = "cu130"\n'
+                                     'torch = "2.14.1"\nname = "tiny-combo"\n')
+    prebuild(project, "tiny-knn", torch_python())
+    combo = select_combo(project, name="tiny-combo")
+    render_src = tmp_path / "src" / "render"
+    dist = tmp_path / "dist2"
+    subprocess.run([str(torch_python()), "-m", "pip", "wheel", "-q", "--no-build-isolation",
+                    "--no-deps", "-w", str(dist), str(render_src)], check=True)
+    wheel = next(dist.glob("tiny_render-*.whl"))
+    Wheelhouse(wheel_dir(project, combo)).publish(
+        wheel, Entry(package="tiny-render", status="compiled", wheel=wheel.name,
+                     wheel_sha256=sha256_of(wheel), torch="2.14.1", python="3.11"))
+    checkout, venv = tmp_path / "MILo", tmp_path / "venv"
+    shutil.copytree(MILO, checkout)
+    out = setup(project, checkout, venv)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "building first" not in out.stderr
+    assert "venv created" in out.stderr and "(torch 2.14.1)" in out.stderr
+    check_result(project, checkout, venv)
