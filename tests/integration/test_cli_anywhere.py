@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MILO = REPO / "tests" / "fixtures" / "upstream" / "milo"
-PATCHED_MARK = "MILO_RAST_TRI_CHUNK"
+# the pointcept set: its patches match our fixture as it is (milo's replace_function records
+# upstream's code hash, which our own fixture text cannot have: see fixture_sets.py)
+FIXTURE = REPO / "tests" / "fixtures" / "upstream" / "pointcept"
+ADDED = Path("pointcept") / "utils" / "spconv_algo.py"
 
 
 def cuforge(*args: str, cwd: Path, python: str = sys.executable, **env: str
@@ -24,25 +26,25 @@ def cuforge(*args: str, cwd: Path, python: str = sys.executable, **env: str
 
 
 def checkout(tmp_path: Path) -> Path:
-    dest = tmp_path / "MILo"
-    shutil.copytree(MILO, dest)
+    dest = tmp_path / "Pointcept"
+    shutil.copytree(FIXTURE, dest)
     return dest
 
 
 def test_patch_from_a_foreign_directory(tmp_path: Path) -> None:
-    milo, elsewhere = checkout(tmp_path), tmp_path / "elsewhere"
+    tree, elsewhere = checkout(tmp_path), tmp_path / "elsewhere"
     elsewhere.mkdir()
-    out = cuforge("patch", "milo", str(milo), cwd=elsewhere, PYTHONPATH=str(REPO / "src"))
+    out = cuforge("patch", "pointcept", str(tree), cwd=elsewhere, PYTHONPATH=str(REPO / "src"))
     assert out.returncode == 0, out.stderr
-    assert PATCHED_MARK in (milo / "milo" / "scene" / "mesh.py").read_text()
+    assert (tree / ADDED).is_file()
 
 
 def test_explicit_root_wins_and_bad_root_names_the_fix(tmp_path: Path) -> None:
-    milo = checkout(tmp_path)
-    good = cuforge("--root", str(REPO), "patch", "milo", str(milo), "--check", cwd=tmp_path,
+    tree = checkout(tmp_path)
+    good = cuforge("--root", str(REPO), "patch", "pointcept", str(tree), "--check", cwd=tmp_path,
                    PYTHONPATH=str(REPO / "src"))
     assert good.returncode == 0, good.stderr
-    after = cuforge("patch", "milo", str(milo), "--root", str(tmp_path), cwd=tmp_path,
+    after = cuforge("patch", "pointcept", str(tree), "--root", str(tmp_path), cwd=tmp_path,
                     PYTHONPATH=str(REPO / "src"))
     assert after.returncode == 2
     assert "is not a cuforge project" in after.stderr and "fix:" in after.stderr
@@ -64,8 +66,8 @@ def test_installed_wheel_carries_its_project(tmp_path: Path) -> None:
     wheel = next((tmp_path / "dist").glob("cuforge-*.whl"))
     subprocess.run([uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
                     str(wheel)], check=True)
-    milo = checkout(tmp_path)
-    out = cuforge("patch", "milo", str(milo), cwd=tmp_path, python=str(venv / "bin" / "python"),
-                  XDG_DATA_HOME=str(tmp_path / "data"))
+    tree = checkout(tmp_path)
+    out = cuforge("patch", "pointcept", str(tree), cwd=tmp_path,
+                  python=str(venv / "bin" / "python"), XDG_DATA_HOME=str(tmp_path / "data"))
     assert out.returncode == 0, out.stderr
-    assert PATCHED_MARK in (milo / "milo" / "scene" / "mesh.py").read_text()
+    assert (tree / ADDED).is_file()

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,9 @@ from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
 from conftest import torch_python
 
 REPO = Path(__file__).resolve().parents[2]
-MILO = REPO / "tests" / "fixtures" / "upstream" / "milo"
+# the pointcept set applies to our fixture as it is (milo's records upstream's code hash)
+FIXTURE = REPO / "tests" / "fixtures" / "upstream" / "pointcept"
+ADDED = Path("pointcept") / "utils" / "spconv_algo.py"
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(torch_python() is None, reason="needs CUFORGE_TEST_TORCH_PYTHON")]
@@ -33,8 +36,8 @@ STACK = """
 name = "tiny"
 description = "two pure-Python packages standing in for a research stack"
 packages = ["tiny-render"]
-patch_set = "milo"
-model_check = "smoke/stacks/tiny.py"
+patch_set = "pointcept"
+model_check = "smoke/stack_models/tiny.py"
 
 [[env]]
 name = "TINY_CHUNK"
@@ -85,8 +88,8 @@ def make_project(tmp: Path, combo_row: str) -> Project:
     shutil.copytree(REPO / "patches", proj / "patches")
     (proj / "stacks").mkdir()
     (proj / "stacks" / "tiny.toml").write_text(STACK)
-    (proj / "smoke" / "stacks").mkdir(parents=True)
-    (proj / "smoke" / "stacks" / "tiny.py").write_text(MODEL_CHECK)
+    (proj / "smoke" / "stack_models").mkdir(parents=True)
+    (proj / "smoke" / "stack_models" / "tiny.py").write_text(MODEL_CHECK)
     knn = package(tmp / "src" / "knn", "tiny-knn", 'def knn():\n    return "knn"\n')
     render = package(tmp / "src" / "render", "tiny-render",
                      "import tiny_knn\ndef uses_knn():\n    return tiny_knn.knn()\n")
@@ -101,7 +104,7 @@ def make_project(tmp: Path, combo_row: str) -> Project:
 def prebuild(project: Project, name: str, python: Path) -> None:
     """Put ``name``'s wheel into the combo's wheelhouse, as an earlier `cuforge build` would."""
     combo = select_combo(project, name="tiny-combo")
-    combo = combo.__class__(**{**combo.__dict__, "torch": "2.14.1"})
+    combo = replace(combo, torch="2.14.1")
     dist = project.root.parent / "dist"
     subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
                     "-w", str(dist), str(project.root.parent / "src" / "knn")], check=True)
@@ -133,7 +136,7 @@ def activated(venv: Path, code: str) -> str:
 
 
 def check_result(project: Project, checkout: Path, venv: Path) -> None:
-    assert "MILO_RAST_TRI_CHUNK" in (checkout / "milo" / "scene" / "mesh.py").read_text()
+    assert (checkout / ADDED).is_file()
     env_file = (venv / "cuforge-tiny.env").read_text()
     assert "# a chunk size the model check reads\nexport TINY_CHUNK=2000000\n" in env_file
     assert "export TINY_ALLOC=expandable_segments:True,max_split_size_mb:32" in env_file
@@ -157,13 +160,13 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
                                      f'torch = "2.14.1"\nname = "tiny-combo"\n'
                                      f'interpreter = "{python}"\n')
     prebuild(project, "tiny-knn", python)
-    checkout, venv = tmp_path / "MILo", tmp_path / "venv"
-    shutil.copytree(MILO, checkout)
+    checkout, venv = tmp_path / "Pointcept", tmp_path / "venv"
+    shutil.copytree(FIXTURE, checkout)
 
     dry = setup(project, checkout, venv, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "1. build: tiny-render" in dry.stderr and not venv.exists()
-    assert "MILO_RAST_TRI_CHUNK" not in (checkout / "milo" / "scene" / "mesh.py").read_text()
+    assert not (checkout / ADDED).exists()
 
     first = setup(project, checkout, venv)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -196,8 +199,8 @@ def test_setup_installs_the_combos_torch_with_uv(tmp_path: Path) -> None:
     Wheelhouse(wheel_dir(project, combo)).publish(
         wheel, Entry(package="tiny-render", status="compiled", wheel=wheel.name,
                      wheel_sha256=sha256_of(wheel), torch="2.14.1", python="3.11"))
-    checkout, venv = tmp_path / "MILo", tmp_path / "venv"
-    shutil.copytree(MILO, checkout)
+    checkout, venv = tmp_path / "Pointcept", tmp_path / "venv"
+    shutil.copytree(FIXTURE, checkout)
     out = setup(project, checkout, venv)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "building first" not in out.stderr
