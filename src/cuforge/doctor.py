@@ -14,7 +14,7 @@ from typing import Literal
 from rich.console import Console
 from rich.text import Text
 
-from . import gpu, hostcxx, venv
+from . import gpu, hostcxx, platforms, venv
 from .arches import Arch, parse_target
 from .combos import load_combos
 from .console import table
@@ -158,6 +158,10 @@ def _combos(project: Project, report: gpu.GpuReport) -> list[tuple[str, str, str
     rows = []
     for combo in load_combos(project):
         name = f"combo {combo.id}"
+        if combo.target != platforms.host():   # another machine's combo: nothing to find here
+            rows.append((f"{name}: platform", "info", f"{combo.target.name}: built there only; "
+                         f"`cuforge resolve --combo {combo.id}` checks it from here"))
+            continue
         if combo.interpreter:
             found = shutil.which(combo.interpreter)
             rows.append((f"{name}: interpreter", "ok" if found else "missing",

@@ -24,7 +24,8 @@ def print_matrix(project: Project, console: Console | None = None) -> None:
             order = Text(str(err), style="red")
         toolkit = f"{c.accel.cuda} {'system' if c.toolkit == 'system' else 'PyPI'}"
         python = f"{c.python} ({c.interpreter})" if c.interpreter else c.python
-        t.add_row(c.id, python, ", ".join(c.torch_versions), toolkit,
+        name = f"{c.id} ({c.target.machine})" if c.platform else c.id
+        t.add_row(name, python, ", ".join(c.torch_versions), toolkit,
                   c.arches.torch().replace(";", " "), order)
     out.print(t)
     all_order = " → ".join(r.name for r in plan(recipes, sorted(recipes)))
