@@ -59,9 +59,12 @@ def test_matrix_orders_packages_and_knows_cpu_only_smoke(tmp_path):
     assert first["packages"].index("cumm") < first["packages"].index("spconv")
     combos = combos.replace('packages = ["spconv"]', 'packages = ["pccm"]', 1)
     (root / "envs" / "combos.toml").write_text(combos)
-    smoke = root / "smoke" / "check_pccm.py"
-    assert not smoke.exists()
+    plan = ci.matrix(Project(root))[0]["packages"]
+    for name in plan:                                     # pure Python: no smoke scripts
+        (root / "smoke" / f"check_{name}.py").unlink(missing_ok=True)
     assert ci.matrix(Project(root))[0]["gpu"] is False    # nothing to smoke-test on a GPU
+    (root / "smoke" / f"check_{plan[-1]}.py").write_text("import pccm\n")
+    assert ci.matrix(Project(root))[0]["gpu"] is True     # a smoke script needs a GPU by default
 
 
 def test_committed_workflow_is_current_and_lints_clean():
