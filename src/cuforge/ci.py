@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import platforms
-from .combos import load_combos
+from .combos import Combo, load_combos
 from .errors import ConfigError
 from .project import Project
 from .recipes import load_recipes, plan
@@ -27,6 +27,19 @@ WORKFLOW = Path(".github") / "workflows" / "wheels.yml"
 class Runners:
     runner: str                      # builds (CPU)
     gpu_runner: tuple[str, ...]      # verify + smoke tests (labels of a GPU machine)
+    system_toolkit_runner: tuple[str, ...] = ()   # builds with an installed CUDA ({cuda})
+
+    def build_runner(self, combo: Combo) -> str | list[str]:
+        """Where ``combo`` compiles: the hosted runner, unless it needs an installed toolkit."""
+        if combo.toolkit != "system":
+            return self.runner
+        if not self.system_toolkit_runner:
+            raise ConfigError(f"combo {combo.id} uses the system CUDA toolkit, but envs/ci.toml "
+                              f"names no system_toolkit_runner for {combo.platform}",
+                              hint="add one (labels of a runner with that CUDA installed), or set "
+                                   "`ci = false` on the combo")
+        cuda = f"{combo.accel.cuda.major}.{combo.accel.cuda.minor}"
+        return [label.format(cuda=cuda) for label in self.system_toolkit_runner]
 
 
 def load_runners(project: Project) -> tuple[str, dict[str, Runners]]:
@@ -41,7 +54,8 @@ def load_runners(project: Project) -> tuple[str, dict[str, Runners]]:
     runners = {}
     for name, row in data.get("platform", {}).items():
         platforms.get(name, where=f"{path} [platform.{name}]")
-        runners[name] = Runners(row["runner"], tuple(row["gpu_runner"]))
+        runners[name] = Runners(row["runner"], tuple(row["gpu_runner"]),
+                                tuple(row.get("system_toolkit_runner", ())))
     default = data.get("default_platform", "linux-x86_64")
     platforms.get(default, where=f"{path} default_platform")
     return default, runners
@@ -67,7 +81,7 @@ def matrix(project: Project) -> list[dict]:
             "combo": combo.id, "python": combo.python, "accel": combo.accel.tag,
             "cuda": str(combo.accel.cuda), "torch": combo.torch, "platform": combo.platform,
             "arches": combo.arches.torch(), "packages": [r.name for r in order],
-            "runner": run.runner,
+            "toolkit": combo.toolkit, "runner": run.build_runner(combo),
             # a smoke test that needs a GPU decides: compiling never does
             "gpu": any(r.smoke.gpu and r.smoke.path(project, r.name).is_file() for r in order),
             "gpu_runner": list(run.gpu_runner),
