@@ -233,3 +233,17 @@ def test_pip_installs_through_pypiserver_on_loopback(indexed, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_reindexing_replaces_the_tree_whole(tmp_path):
+    d = tmp_path / TREE
+    d.mkdir(parents=True)
+    make_wheel(d, "cuforge-tiny-dep", "1.0")
+    gone = make_wheel(d, "cuforge-tiny-gone", "1.0")
+    write_indexes([tmp_path])
+    assert (d / "simple" / "cuforge-tiny-gone" / "index.html").is_file()
+    gone.unlink()
+    write_indexes([d])
+    assert not (d / "simple" / "cuforge-tiny-gone").exists()
+    assert (d / "simple" / "cuforge-tiny-dep" / "index.json").is_file()
+    assert sorted(p.name for p in d.iterdir() if p.name.startswith(".simple")) == []
