@@ -60,6 +60,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Speed/memory ratios measured side by side (nvcc -t, jobs): prints a table."""
+    """Build-speed ratios in one run: cold vs by hand, no-op, warm, resumed, serial vs side by
+    side, nvcc -t (bench/build_speed.py; `-- --help` for the options)."""
     session.install("-e", ".")
     session.run("python", "bench/build_speed.py", *session.posargs)

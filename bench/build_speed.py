@@ -1,20 +1,41 @@
-"""Side-by-side build-speed ratios, measured in one run (never asserted in a timed test).
+"""Build-speed ratios, measured side by side in one run (never asserted in a timed test).
 
-    nox -s bench                       # or: python bench/build_speed.py [--nvcc PATH] [--repeat 3]
+    nox -s bench -- [--package cuforge-demo] [--set a,b,c] [--cuda-arch "12.0;12.1+PTX"]
+    python bench/build_speed.py --only nvcc,noop      # a subset
 
-Compiles the demo kernels (native/demo/src/kernels.cu) for several arches with
-``nvcc -t 1`` and ``nvcc -t N`` (what cuforge puts in NVCC_APPEND_FLAGS), and prints the
-times and the speed-up, plus peak RSS of nvcc's children.
+Each row names the package, the machine and the arches. Measured, in a throw-away state dir
+that reuses the combo env (nothing of the checkout's own state is touched):
+
+- cold: ``cuforge build --rebuild`` with empty build dirs (fetch, compile, verify, publish);
+- by hand: ``pip wheel --no-build-isolation`` of the same tree in the same env, with the same
+  TORCH_CUDA_ARCH_LIST and jobs (the environment the dry run prints, less cuforge's own
+  additions: the extension shim and nvcc's ``-t``): the user's manual baseline;
+- no-op: the same build again, nothing changed ("up to date");
+- warm: ``--rebuild`` after wiping the build dirs: only a compiler cache, if the build env has
+  one (a ``*_COMPILER_LAUNCHER`` / ccache), can make it faster than cold;
+- resumed: a cold build killed at half its compile time, then run again: the second run's
+  time over cold;
+- serial vs side by side: ``--set`` built ``--one-at-a-time`` and then side by side, and a
+  multi-extension package with ``CUFORGE_SERIAL_EXTENSIONS=1`` vs without;
+- ``nvcc -t``: the demo kernels for 4 arches with ``-t 1`` and ``-t N``.
+
+The default package is ``bench-multi-ext`` (tests/fixtures/recipes/multi_ext: three tiny
+CUDA extensions, torch-scatter's shape), added to the throw-away project next to every recipe.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import resource
+import shlex
 import shutil
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,45 +45,204 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "native" / "demo" / "src" / "kernels.cu"
-ARCHES = ["90-real", "100-real", "120-real", "121"]
+NVCC_ARCHES = ["90-real", "100-real", "120-real", "121"]
+MULTI_EXT = ROOT / "tests" / "fixtures" / "recipes" / "multi_ext"
+ALL = ("manual", "noop", "warm", "resume", "side", "nvcc")
+out = Console()
 
 
-def compile_once(nvcc: str, threads: int, out: Path) -> tuple[float, float]:
+# ---- nvcc -t -------------------------------------------------------------------------------
+
+def compile_once(nvcc: str, threads: int, obj: Path) -> tuple[float, float]:
     flags = []
-    for a in ARCHES:
+    for a in NVCC_ARCHES:
         num = a.removesuffix("-real")
         code = f"sm_{num}" if a.endswith("-real") else f"[sm_{num},compute_{num}]"
         flags.append(f"-gencode=arch=compute_{num},code={code}")
     start = time.perf_counter()
-    subprocess.run([nvcc, "-c", str(KERNELS), "-o", str(out), "-O3", "-t", str(threads), *flags],
+    subprocess.run([nvcc, "-c", str(KERNELS), "-o", str(obj), "-O3", "-t", str(threads), *flags],
                    check=True, env={k: v for k, v in os.environ.items() if k != "NVCC_APPEND_FLAGS"})
     elapsed = time.perf_counter() - start
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return elapsed, peak_mb
+    return elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def nvcc_rows(nvcc: str, repeat: int) -> list[tuple]:
+    threads = max(2, min(os.cpu_count() or 1, len(NVCC_ARCHES)))
+    times: dict[int, list[float]] = {1: [], threads: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeat):
+            for t in times:                      # interleaved: same machine state for both
+                times[t].append(compile_once(nvcc, t, Path(tmp) / f"k{t}.o")[0])
+    one, many = statistics.median(times[1]), statistics.median(times[threads])
+    arches = " ".join(NVCC_ARCHES)
+    return [(f"nvcc -t {threads} vs -t 1", "demo kernels.cu", arches, many, one)]
+
+
+# ---- cuforge builds ------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, args, state: Path) -> None:
+        self.args, self.state = args, state
+        self.project = state / "project"
+        self.wheelhouse = state / "wheelhouse"
+        self._make_project()
+
+    def _make_project(self) -> None:
+        """The checkout's recipes plus the bench fixture, its combo envs linked (not copied)."""
+        p = self.project
+        (p / "recipes").mkdir(parents=True)
+        for name in ("envs", "native", "patches", "smoke"):
+            if (ROOT / name).exists():
+                (p / name).symlink_to(ROOT / name)
+        for recipe in (ROOT / "recipes").glob("*.toml"):
+            (p / "recipes" / recipe.name).symlink_to(recipe)
+        (p / "recipes" / "bench-multi-ext.toml").write_text(
+            'name = "bench-multi-ext"\nkind = "setuptools"\n'
+            'modules = ["multi_ext._alpha", "multi_ext._beta", "multi_ext._gamma"]\n'
+            f'[source]\npath = "{MULTI_EXT}"\n')
+        # the checkout's combo envs and source cache (git mirrors, sdists): linked, not copied
+        own = Path(os.environ.get("CUFORGE_STATE", ROOT / ".cuforge"))
+        envs = self.state / "cuforge" / "envs"
+        envs.mkdir(parents=True)
+        for env in (own / "envs").glob("*"):
+            if env.is_dir():
+                (envs / env.name).symlink_to(env)
+        if (own / "cache").is_dir():
+            (self.state / "cuforge" / "cache").symlink_to(own / "cache")
+
+    def cuforge(self, packages: list[str], *extra: str, env: dict | None = None,
+                kill_after: float | None = None) -> tuple[float, str]:
+        """Run ``cuforge build``; return (wall seconds, stderr)."""
+        argv = [sys.executable, "-m", "cuforge", "build", "--combo", self.args.combo,
+                "--only", ",".join(packages), "--cuda-arch", self.args.cuda_arch,
+                "--force-source", "--skip-smoke", *extra]
+        if self.args.jobs:
+            argv += ["--jobs", str(self.args.jobs)]
+        full = {**os.environ, "CUFORGE_ROOT": str(self.project),
+                "CUFORGE_STATE": str(self.state / "cuforge"),
+                "CUFORGE_WHEELHOUSE": str(self.wheelhouse), "COLUMNS": "200", **(env or {})}
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=kill_after)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            stdout, stderr = proc.communicate()
+            return time.perf_counter() - start, stderr
+        if proc.returncode != 0:
+            raise SystemExit(f"cuforge failed ({proc.returncode}):\n{stderr[-3000:]}")
+        return time.perf_counter() - start, stdout + stderr
+
+    def wipe(self, packages: list[str]) -> None:
+        """Empty the packages' work dirs: sources and build dirs (ninja state) go."""
+        for pkg in packages:
+            for work in (self.state / "cuforge" / "work").glob(f"*/{pkg}"):
+                shutil.rmtree(work)
+
+    def cold(self, packages: list[str], **kw) -> float:
+        self.wipe(packages)
+        return self.cuforge(packages, "--rebuild", **kw)[0]
+
+    def dry_run_env(self, package: str) -> tuple[dict[str, str], list[str]]:
+        """The build command's environment and argv, as the dry run prints them."""
+        _, text = self.cuforge([package], "--dry-run")
+        env: dict[str, str] = {}
+        for line in text.splitlines():
+            if line.startswith("export "):
+                name, _, value = line.removeprefix("export ").partition("=")
+                env[name] = shlex.split(value)[0] if value else ""
+            elif line and not line.startswith("#") and " wheel " in line:
+                return env, shlex.split(line)
+            elif line and not line.startswith("#"):
+                env = {}
+        raise SystemExit(f"no build command for {package} in the dry run")
+
+    def by_hand(self, package: str) -> float:
+        """pip wheel --no-build-isolation of a fresh copy of the fetched tree, same env."""
+        env, argv = self.dry_run_env(package)
+        for own in ("PYTHONPATH", "NVCC_APPEND_FLAGS"):   # cuforge's additions, not the user's
+            env.pop(own, None)
+        tree = Path(argv[-1])
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / "src"
+            shutil.copytree(tree, copy, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+            cmd = [argv[0], "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                   "--disable-pip-version-check", "-w", str(Path(tmp) / "out"), str(copy)]
+            start = time.perf_counter()
+            subprocess.run(cmd, env={**os.environ, **env}, check=True, capture_output=True)
+            return time.perf_counter() - start
+
+
+def has_launcher(env: dict[str, str]) -> bool:
+    return any(k.endswith("_COMPILER_LAUNCHER") or k.startswith(("CCACHE", "SCCACHE"))
+               for k in env)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--combo", default="3.11-cu130")
+    parser.add_argument("--cuda-arch", default="12.0;12.1+PTX")
+    parser.add_argument("--package", default="bench-multi-ext")
+    parser.add_argument("--set", default="",
+                        help="comma-separated packages for serial vs side by side "
+                        "(default: the package alone, for its extensions)")
+    parser.add_argument("--jobs", type=int, default=0)
+    parser.add_argument("--only", default=",".join(ALL), help=",".join(ALL))
     parser.add_argument("--nvcc", default=shutil.which("nvcc") or "nvcc")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=1, help="nvcc -t repeats")
     args = parser.parse_args()
-    threads = max(2, min(os.cpu_count() or 1, len(ARCHES)))
-    results: dict[int, list[float]] = {1: [], threads: []}
-    peaks: dict[int, float] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(args.repeat):
-            for t in results:                      # interleaved: same machine state for both
-                secs, peak = compile_once(args.nvcc, t, Path(tmp) / f"k{t}.o")
-                results[t].append(secs)
-                peaks[t] = peak
-    table = Table(title=f"nvcc, {len(ARCHES)} arches, {os.cpu_count()} cores (median of {args.repeat})")
-    for col in ("nvcc -t", "seconds", "peak RSS of children (MB)"):
+    wanted = set(args.only.split(","))
+    machine = (f"{platform.node()} ({os.cpu_count()} cores, "
+               f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GB)")
+    rows: list[tuple] = []   # (measurement, package, arches, seconds, baseline seconds)
+    pkg, arches = args.package, args.cuda_arch
+    cuforge_rows = wanted - {"nvcc"}
+    with tempfile.TemporaryDirectory(prefix="cuforge-bench-") as tmp:
+        bench = Bench(args, Path(tmp))
+        if cuforge_rows:
+            cold = bench.cold([pkg])
+            out.print(f"cold build of {pkg}: {cold:.1f} s")
+            if "manual" in wanted:
+                rows.append(("cuforge cold vs pip wheel by hand", pkg, arches, cold,
+                             bench.by_hand(pkg)))
+            if "noop" in wanted:
+                rows.append(("no-op rerun vs cold", pkg, arches, bench.cuforge([pkg])[0], cold))
+            if "warm" in wanted:
+                env, _ = bench.dry_run_env(pkg)
+                label = "warm (compiler cache) vs cold" if has_launcher(env) else \
+                    "warm vs cold (no compiler cache in the build env)"
+                bench.wipe([pkg])
+                rows.append((label, pkg, arches, bench.cuforge([pkg], "--rebuild")[0], cold))
+            if "resume" in wanted:
+                bench.wipe([pkg])
+                bench.cuforge([pkg], "--rebuild", kill_after=cold / 2)
+                rows.append(("resumed after a kill at cold/2 vs cold", pkg, arches,
+                             bench.cuforge([pkg], "--rebuild")[0], cold))
+            if "side" in wanted:
+                group = [p for p in args.set.split(",") if p] or [pkg]
+                serial = _one_at_a_time(bench, group)
+                side = bench.cold(group)
+                what = ("extensions side by side vs one at a time" if len(group) == 1 else
+                        "packages side by side vs one at a time")
+                rows.append((what, ",".join(group), arches, side, serial))
+    if "nvcc" in wanted:
+        rows += nvcc_rows(args.nvcc, args.repeat)
+    table = Table(title=f"cuforge build speed on {machine}, combo {args.combo}")
+    for col in ("measurement", "package", "arches", "seconds", "baseline s", "ratio"):
         table.add_column(col)
-    for t, times in results.items():
-        table.add_row(str(t), f"{statistics.median(times):.2f}", f"{peaks[t]:.0f}")
-    Console().print(table)
-    ratio = statistics.median(results[1]) / statistics.median(results[threads])
-    Console().print(f"speed-up of -t {threads} over -t 1: [bold]{ratio:.2f}x[/]")
+    for what, name, arch, secs, base in rows:
+        table.add_row(what, name, arch, f"{secs:.1f}", f"{base:.1f}", f"{secs / base:.2f}")
+    out.print(table)
+    print(json.dumps([dict(zip(("measurement", "package", "arches", "seconds", "baseline"),
+                               r)) | {"machine": machine} for r in rows]))
+
+
+def _one_at_a_time(bench: Bench, group: list[str]) -> float:
+    """Packages one after another, each package's extensions one after another."""
+    bench.wipe(group)
+    flags = ["--one-at-a-time"] if len(group) > 1 else []
+    return bench.cuforge(group, "--rebuild", *flags, env={"CUFORGE_SERIAL_EXTENSIONS": "1"})[0]
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--skip-smoke", action="store_true", help="do not run kernel smoke tests")
     b.add_argument("--rebuild", action="store_true",
                    help="rebuild packages whose wheel in the wheelhouse is up to date")
+    b.add_argument("--one-at-a-time", action="store_true",
+                   help="build packages one after another (default: side by side when free)")
     b.set_defaults(func=_cmd_build)
 
     m = sub.add_parser("matrix", parents=[common],
@@ -213,7 +215,8 @@ def _cmd_build(args) -> int:
         jobs=args.jobs or default_jobs(), verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=tuple(srcs),
         prefer_prebuilt=not args.force_source, arch_policy=args.arch_policy,
-        skip_smoke=args.skip_smoke, rebuild=args.rebuild)
+        skip_smoke=args.skip_smoke, rebuild=args.rebuild,
+        one_at_a_time=args.one_at_a_time)
     outcome = build(_project(args), req)
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)

@@ -43,6 +43,7 @@ class BuildRequest:
     arch_policy: str = ""          # overrides every recipe's policy (e.g. cumm: ptx | native)
     skip_smoke: bool = False
     rebuild: bool = False          # rebuild packages whose wheel is up to date
+    one_at_a_time: bool = False    # packages one after another, each with every job
 
 
 @dataclass

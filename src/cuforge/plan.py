@@ -84,16 +84,6 @@ class Plan:
         return next(p for p in self.packages if p.name == name)
 
 
-@dataclass(frozen=True)
-class Request:
-    """What the planner needs from a build request (the CLI's BuildRequest satisfies it)."""
-
-    jobs: int
-    verbose: bool
-    prefer_prebuilt: bool
-    arch_policy: str
-
-
 def wheel_dir(project: Project, combo: Combo) -> Path:
     return combo.wheel_dir(project.wheelhouse)
 
@@ -105,9 +95,11 @@ def work_dir(project: Project, combo: Combo, recipe: Recipe) -> Path:
 def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:
     """The plan for ``order`` (dependencies first) in the combo env ``env``.
 
-    ``req`` is a BuildRequest (jobs, verbose, prefer_prebuilt, arch_policy are read)."""
+    ``req`` is a pipeline.BuildRequest (jobs, verbose, prefer_prebuilt, arch_policy and
+    one_at_a_time are read)."""
     combo = env.combo
-    shares = job_shares(order, req.jobs)
+    shares = ({r.name: req.jobs for r in order} if req.one_at_a_time
+              else job_shares(order, req.jobs))
     planned: dict[str, PackagePlan] = {}
     for recipe in order:
         planned[recipe.name] = _package_plan(project, req, env, recipe, shares[recipe.name],

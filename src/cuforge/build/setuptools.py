@@ -1,8 +1,17 @@
-"""A package's own setup.py / pyproject, built against the combo's torch (no isolation)."""
+"""A package's own setup.py / pyproject, built against the combo's torch (no isolation).
+
+The build's Python gets cuforge's shim (``shim/sitecustomize.py``) on PYTHONPATH: a package
+with several extensions compiles them side by side, each in its own build dir.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from ..runner import Step
+
+SHIM = Path(__file__).resolve().parent / "shim"
 
 
 def steps(job) -> list[Step]:
@@ -10,4 +19,7 @@ def steps(job) -> list[Step]:
     argv = [str(job.python), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
             "--disable-pip-version-check", "-w", str(job.out_dir), *job.recipe.pip_args,
             str(job.src_dir)]
-    return [Step(tuple(argv), job.env, description=f"build {job.recipe.name} (setuptools)")]
+    theirs = dict(job.env).get("PYTHONPATH") or os.environ.get("PYTHONPATH")
+    path = os.pathsep.join(p for p in (str(SHIM), theirs) if p)
+    env = tuple(sorted({**dict(job.env), "PYTHONPATH": path}.items()))
+    return [Step(tuple(argv), env, description=f"build {job.recipe.name} (setuptools)")]

@@ -1,0 +1,88 @@
+"""cuforge's build-time shim, put on PYTHONPATH for setuptools builds only.
+
+torch's BuildExtension compiles a package's extensions one after another, each through one
+ninja run whose build.ninja lives in ``build_temp``; setuptools' own ``parallel`` option would
+run them at once but in the same ``build_temp``, so the ninja files overwrite each other. Here
+each extension gets its own ``build_temp/<extension name>`` (its own build.ninja and ninja
+log, so an interrupted build resumes per extension) and up to ``MAX_JOBS`` extensions compile
+at once, each ninja with its share of ``MAX_JOBS`` (never more jobs in all).
+
+``CUFORGE_SERIAL_EXTENSIONS=1`` turns it off. Nothing happens unless setuptools' build_ext
+module is imported, so every other Python process pays nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+# setuptools' vendored distutils, under either name (its distutils hack aliases the package)
+TARGETS = ("setuptools._distutils.command.build_ext", "distutils.command.build_ext")
+
+
+def _parallel_build(self) -> None:
+    """build_ext's serial loop, run side by side in per-extension build dirs."""
+    import copy
+    from concurrent.futures import ThreadPoolExecutor
+
+    exts = list(self.extensions)
+    jobs = max(1, int(os.environ.get("MAX_JOBS") or os.cpu_count() or 1))
+    workers = min(jobs, len(exts))
+    if workers < 2 or not getattr(self, "use_ninja", False):
+        return self._cuforge_serial()   # one extension, or not torch's ninja path: as before
+    os.environ["MAX_JOBS"] = str(max(1, jobs // workers))   # read by torch for each ninja run
+    print(f"cuforge: {len(exts)} extensions, {workers} at once, "
+          f"{os.environ['MAX_JOBS']} ninja jobs each", flush=True)
+
+    def one(ext) -> None:
+        cmd = copy.copy(self)
+        cmd.build_temp = os.path.join(self.build_temp, ext.name)
+        with cmd._filter_build_errors(ext):
+            cmd.build_extension(ext)
+
+    with ThreadPoolExecutor(workers) as pool:
+        for fut in [pool.submit(one, ext) for ext in exts]:
+            fut.result()          # the first failure is raised, as in the serial loop
+
+
+def _patch(module) -> None:
+    cls = module.build_ext
+    if not hasattr(cls, "_cuforge_serial"):
+        cls._cuforge_serial = cls._build_extensions_serial
+        cls._build_extensions_serial = _parallel_build
+
+
+class _Hook(importlib.abc.MetaPathFinder):
+    """Patches build_ext right after it is imported."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in TARGETS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module) -> None:
+            run(module)
+            _patch(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _chain_to_the_real_sitecustomize() -> None:
+    """A sitecustomize further down sys.path (a distribution's own) still runs."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec and spec.loader and spec.origin != os.path.abspath(__file__):
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+if os.environ.get("CUFORGE_SERIAL_EXTENSIONS") != "1":
+    sys.meta_path.insert(0, _Hook())
+_chain_to_the_real_sitecustomize()
