@@ -307,6 +307,7 @@ class Executor:
         report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))
         checks = check_summaries(report)
         if not report.ok:
+            console.print(verdict_line(recipe.name, checks))   # which checks, before the error
             bad = "; ".join(f"{r.check}: {r.detail}" for r in report.results
                             if r.status == "fail")
             raise VerifyError(f"{wheel.name} failed verification: {bad}",

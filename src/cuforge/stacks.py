@@ -32,6 +32,7 @@ class Stack:
     env: tuple[EnvVar, ...]
     model_check: str          # a script path relative to the project root ("" = none)
     file: Path
+    optional: tuple[str, ...] = ()   # installed when they build; a failure is reported, not fatal
 
 
 def available_stacks(project: Project) -> list[str]:
@@ -60,7 +61,8 @@ def load_stack(project: Project, name: str) -> Stack:
         raise ConfigError(f"{path}: [stack] lists no packages")
     return Stack(name=head.get("name", name), description=head.get("description", ""),
                  packages=tuple(head["packages"]), patch_set=head.get("patch_set", ""),
-                 env=tuple(env), model_check=head.get("model_check", ""), file=path)
+                 env=tuple(env), model_check=head.get("model_check", ""), file=path,
+                 optional=tuple(head.get("optional", ())))
 
 
 def env_file_text(stack: Stack) -> str:

@@ -61,6 +61,7 @@ class Plan:
     recipes: tuple[Recipe, ...]          # the stack's packages and their dependencies, in order
     to_build: tuple[str, ...]            # missing or out of date in the wheelhouse
     house: Wheelhouse
+    required: frozenset[str]             # the non-optional packages and their dependencies
 
 
 def env_file(venv_dir: Path, stack: str) -> Path:
@@ -95,19 +96,21 @@ def make_plan(project: Project, req: SetupRequest) -> Plan:
     from .pipeline import wheel_dir
     stack = load_stack(project, req.stack)
     recipes = load_recipes(project)
-    unknown = [n for n in stack.packages if n not in recipes]
+    unknown = [n for n in (*stack.packages, *stack.optional) if n not in recipes]
     if unknown:
         raise ConfigError(f"stack {stack.name} names packages without a recipe: "
                           f"{', '.join(unknown)}", hint=f"fix `packages` in {stack.file}")
-    order = plan(recipes, list(stack.packages))
+    order = plan(recipes, [*stack.packages, *stack.optional])
+    required = frozenset(r.name for r in plan(recipes, list(stack.packages)))
     combo = req.combo
     if combo.interpreter:   # its torch decides the wheelhouse, as in a build
         combo = replace(combo, torch=installed_torch(venv.which(combo.interpreter)))
     house = Wheelhouse(wheel_dir(project, combo))
     latest = house.latest()
     to_build = tuple(r.name for r in order
-                     if req.rebuild or _stale(project, house, combo, r, latest.get(r.name)))
-    return Plan(stack, combo, tuple(order), to_build, house)
+                     if req.rebuild or _stale(project, house, combo, r, latest.get(r.name),
+                                              optional=r.name not in required))
+    return Plan(stack, combo, tuple(order), to_build, house, required)
 
 
 def installed_torch(python: str) -> str:
@@ -122,11 +125,14 @@ def installed_torch(python: str) -> str:
 
 
 def _stale(project: Project, house: Wheelhouse, combo: Combo, recipe: Recipe,
-           entry: Entry | None) -> bool:
+           entry: Entry | None, *, optional: bool = False) -> bool:
     """Missing, failed, or built from other inputs. Wheels from local trees (``path``
     sources) and prebuilt downloads carry no version to compare: present counts as fresh
-    (``--rebuild`` rebuilds them)."""
+    (``--rebuild`` rebuilds them). An optional package that failed before is not retried on
+    every run (``--rebuild`` does)."""
     from .pipeline import BuildRequest, up_to_date
+    if optional and entry is not None and entry.status == "FAILED":
+        return False
     if entry is None or entry.status not in ("compiled", "prebuilt", "skipped"):
         return True
     if entry.status == "skipped":
@@ -146,7 +152,9 @@ def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> No
                    f"; torch {p.combo.torch} "
                    + (f"from {p.combo.interpreter} (.pth)" if p.combo.interpreter else "via uv")))
     names = [r.name for r in p.recipes]
-    out.print(Text(f"3. install from {p.house.dir}: {', '.join(names)}"))
+    optional = [n for n in names if n not in p.required]
+    out.print(Text(f"3. install from {p.house.dir}: {', '.join(names)}"
+                   + (f" (optional: {', '.join(optional)})" if optional else "")))
     out.print(Text(f"4. patch set {p.stack.patch_set} on {req.checkout}:"))
     _patch(project, req, p.stack, out)
     out.print(Text(f"5. {env_file(req.venv, p.stack.name)}:"))
@@ -159,12 +167,14 @@ def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> No
 def _build(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
     from .pipeline import BuildRequest, build
     out.print(Text(f"building first (missing or out of date): {', '.join(p.to_build)}"))
+    # keep going: an optional package's failure must not stop the others
     outcome = build(project, BuildRequest(combo=p.combo, packages=p.to_build, jobs=req.jobs,
-                                          rebuild=req.rebuild))
-    if outcome.failed:
-        raise BuildError(f"the {p.stack.name} stack needs "
-                         f"{', '.join(e.package for e in outcome.failed)}, which failed to build",
-                         hint="see the build output above; `invoke doctor` lists missing tools")
+                                          rebuild=req.rebuild, keep_going=True))
+    needed = [e.package for e in outcome.failed if e.package in p.required]
+    if needed:
+        raise BuildError(f"the {p.stack.name} stack needs {', '.join(needed)}, which failed to "
+                         "build", hint="see the build output above; `invoke doctor` lists "
+                         "missing tools and headers")
 
 
 def _venv_with_torch(req: SetupRequest, combo: Combo, out: Console) -> Path:
@@ -173,7 +183,8 @@ def _venv_with_torch(req: SetupRequest, combo: Combo, out: Console) -> Path:
     uv = venv.find_uv()
     base = venv.which(combo.interpreter) if combo.interpreter else str(venv.find_python(combo.python))
     reused = (req.venv / "pyvenv.cfg").exists()
-    run(Step((uv, "venv", "--allow-existing", "--seed", "--python", base, str(req.venv)),
+    # no --seed: seeding pip needs an index, and the GPU machine has no network (uv pip works)
+    run(Step((uv, "venv", "--allow-existing", "--python", base, str(req.venv)),
              description=f"create the venv {req.venv}"))
     python = req.venv / "bin" / "python"
     if combo.interpreter:
@@ -197,35 +208,67 @@ def _link_site_packages(python: Path, base: Path) -> None:
     (ours / "_cuforge_base.pth").write_text("".join(f"{d}\n" for d in theirs))
 
 
-def _wheels(p: Plan) -> list[Path]:
+def installable(p: Plan) -> tuple[list[tuple[Recipe, Path]], list[str]]:
+    """The (recipe, wheel) pairs to install, and the optional packages left out (with why).
+    A required package without a wheel is an error; one recorded as skipped (no kernels for
+    these arches) installs nothing."""
     latest = p.house.latest()
-    wheels = []
+    wheels: list[tuple[Recipe, Path]] = []
+    left_out: list[str] = []
     for r in p.recipes:
         entry = latest.get(r.name)
-        if entry is None or (entry.status != "skipped" and not entry.wheel):
+        usable = (entry is not None and entry.status in ("compiled", "prebuilt")
+                  and (p.house.dir / entry.wheel).is_file())
+        if usable:
+            wheels.append((r, p.house.dir / entry.wheel))
+        elif entry is not None and entry.status == "skipped" and r.name in p.required:
+            left_out.append(f"{r.name} ({entry.reason or 'skipped'})")
+        elif r.name not in p.required:
+            why = entry.reason.splitlines()[0] if entry and entry.reason else "no wheel"
+            left_out.append(f"{r.name} (optional: {why})")
+        else:
             raise BuildError(f"{r.name} has no wheel in {p.house.dir}",
                              hint=f"cuforge build --combo {p.combo.id} --only {r.name}")
-        if entry.wheel:
-            wheels.append(p.house.dir / entry.wheel)
-    return wheels
+    return wheels, left_out
 
 
 def _install_wheels(python: Path, p: Plan, out: Console) -> None:
     """The stack's wheels without dependency resolution (their pins name each other and torch),
-    then the other runtime requirements they declare, torch left out."""
+    then those of their runtime requirements the venv does not already see, torch left out."""
     from .pipeline import runtime_requirements
     uv = venv.find_uv()
-    wheels = _wheels(p)
+    pairs, left_out = installable(p)
+    wheels = [w for _, w in pairs]
     ours = {canonicalize_name(w.name.split("-")[0]) for w in wheels} | {"torch"}
-    extra = sorted({req for w in wheels for req in runtime_requirements(w)
-                    if canonicalize_name(Requirement(req).name) not in ours})
+    wanted = {req for w in wheels for req in runtime_requirements(w)
+              if canonicalize_name(Requirement(req).name) not in ours}
     run(Step((uv, "pip", "install", "--python", str(python), "--no-deps", "--reinstall",
               *map(str, wheels)), description=f"install the {p.stack.name} wheels"))
+    extra = sorted(missing_requirements(python, wanted))
     if extra:
         run(Step((uv, "pip", "install", "--python", str(python), *extra),
                  description="their runtime requirements"))
     out.print(Text(f"installed {len(wheels)} wheels from {p.house.dir}"
                    + (f" (+ {', '.join(extra)})" if extra else "")))
+    for note in left_out:
+        out.print(Text(f"left out: {note}", style="yellow"))
+
+
+def missing_requirements(python: Path, reqs: set[str]) -> list[str]:
+    """``reqs`` that no distribution visible to ``python`` satisfies. Visible includes what a
+    .pth adds (the combo interpreter's packages), which uv alone would not count: so an
+    offline machine is never sent to an index for numpy it already has."""
+    import json
+    code = ("import json, importlib.metadata as m; print(json.dumps({d.metadata['Name']: "
+            "d.version for d in m.distributions() if d.metadata['Name']}))")
+    have = {canonicalize_name(k): v for k, v in json.loads(capture([str(python), "-c", code])).items()}
+    missing = []
+    for text in reqs:
+        req = Requirement(text)
+        version = have.get(canonicalize_name(req.name))
+        if version is None or not req.specifier.contains(version, prereleases=True):
+            missing.append(text)
+    return missing
 
 
 def _patch(project: Project, req: SetupRequest, stack: Stack, out: Console) -> None:
@@ -284,15 +327,12 @@ def stack_modules(p: Plan) -> list[str]:
     """What the import stage imports: each recipe's ``modules`` (else its wheel's own)."""
     from .verify.wheel import default_modules, unpack
     names: list[str] = []
-    wheels = {w.name.split("-")[0].lower(): w for w in _wheels(p)}
-    for r in p.recipes:
+    for r, wheel in installable(p)[0]:
         if r.modules:
             names += r.modules
             continue
-        wheel = wheels.get(r.name.replace("-", "_").lower())
-        if wheel:
-            with tempfile.TemporaryDirectory() as tmp:
-                names += default_modules(unpack(wheel, Path(tmp)))
+        with tempfile.TemporaryDirectory() as tmp:
+            names += default_modules(unpack(wheel, Path(tmp)))
     return list(dict.fromkeys(names))
 
 

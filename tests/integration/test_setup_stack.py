@@ -36,6 +36,7 @@ STACK = """
 name = "tiny"
 description = "two pure-Python packages standing in for a research stack"
 packages = ["tiny-render"]
+optional = ["tiny-broken"]
 patch_set = "pointcept"
 model_check = "smoke/stack_models/tiny.py"
 
@@ -93,8 +94,11 @@ def make_project(tmp: Path, combo_row: str) -> Project:
     knn = package(tmp / "src" / "knn", "tiny-knn", 'def knn():\n    return "knn"\n')
     render = package(tmp / "src" / "render", "tiny-render",
                      "import tiny_knn\ndef uses_knn():\n    return tiny_knn.knn()\n")
+    broken = package(tmp / "src" / "broken", "tiny-broken", "")
+    (broken / "setup.py").write_text("raise SystemExit('this package does not build here')\n")
     (proj / "recipes").mkdir()
-    for name, src, deps in (("tiny-knn", knn, []), ("tiny-render", render, ["tiny-knn"])):
+    for name, src, deps in (("tiny-knn", knn, []), ("tiny-render", render, ["tiny-knn"]),
+                            ("tiny-broken", broken, [])):
         (proj / "recipes" / f"{name}.toml").write_text(
             f'name = "{name}"\nkind = "setuptools"\ndepends = {deps!r}\n'
             f'modules = ["{name.replace("-", "_")}"]\n[source]\npath = "{src}"\n'.replace("'", '"'))
@@ -165,12 +169,16 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
 
     dry = setup(project, checkout, venv, "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert "1. build: tiny-render" in dry.stderr and not venv.exists()
+    plan = next(ln for ln in dry.stderr.splitlines() if ln.startswith("1. build: "))
+    assert sorted(plan.removeprefix("1. build: ").split(", ")) == ["tiny-broken", "tiny-render"]
+    assert not venv.exists()
     assert not (checkout / ADDED).exists()
 
     first = setup(project, checkout, venv)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "building first (missing or out of date): tiny-render" in first.stderr
+    built = next(ln for ln in first.stderr.splitlines() if "building first" in ln)
+    assert sorted(built.split(": ")[1].split(", ")) == ["tiny-broken", "tiny-render"]
+    assert "left out: tiny-broken (optional:" in first.stderr     # failed, reported, not fatal
     # the build shows its verification: one line of verdicts for the package it built
     assert "tiny-render: abi pass · symbols pass · cudart pass · fatbin pass · import pass · " \
            "smoke skipped (" in first.stderr, first.stderr
@@ -181,6 +189,7 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
     again = setup(project, checkout, venv)      # idempotent: nothing to build, nothing to patch
     assert again.returncode == 0, again.stderr
     assert "building first" not in again.stderr and "venv reused" in again.stderr
+    assert "left out: tiny-broken" in again.stderr
     assert "nothing changed" in again.stderr
     check_result(project, checkout, venv)
 
@@ -199,6 +208,8 @@ def test_setup_installs_the_combos_torch_with_uv(tmp_path: Path) -> None:
     Wheelhouse(wheel_dir(project, combo)).publish(
         wheel, Entry(package="tiny-render", status="compiled", wheel=wheel.name,
                      wheel_sha256=sha256_of(wheel), torch="2.14.1", python="3.11"))
+    Wheelhouse(wheel_dir(project, combo)).publish(   # an optional package that failed before
+        None, Entry(package="tiny-broken", status="FAILED", reason="does not build here"))
     checkout, venv = tmp_path / "Pointcept", tmp_path / "venv"
     shutil.copytree(FIXTURE, checkout)
     out = setup(project, checkout, venv)
