@@ -277,6 +277,17 @@ def _patch_files(project: Project, names) -> list[Path]:
     return files
 
 
+def entry_matches(project: Project, combo: Combo, req, recipe: Recipe, entry) -> bool:
+    """A cheap check without the combo env (no torch probe): does a wheelhouse entry come from
+    this recipe + patches, arches, policy, torch and Python? The build itself decides by the
+    full key (source content and commands included)."""
+    archs = package_arches(recipe, combo, req)
+    return (entry.recipe_digest == recipe_digest(project, recipe)
+            and entry.arches_requested == (archs if archs is not None else combo.arches).torch()
+            and entry.arch_policy == effective_policy(recipe, combo, req)
+            and entry.torch == combo.torch and entry.python == combo.python)
+
+
 @cache
 def effective_policy(recipe: Recipe, combo: Combo, req) -> str:
     """The arch policy this build uses: the command line's, else the recipe's; ``auto`` means

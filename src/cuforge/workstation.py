@@ -130,7 +130,8 @@ def _stale(project: Project, house: Wheelhouse, combo: Combo, recipe: Recipe,
     sources) and prebuilt downloads carry no version to compare: present counts as fresh
     (``--rebuild`` rebuilds them). An optional package that failed before is not retried on
     every run (``--rebuild`` does)."""
-    from .pipeline import BuildRequest, up_to_date
+    from .pipeline import BuildRequest
+    from .plan import entry_matches
     if optional and entry is not None and entry.status == "FAILED":
         return False
     if entry is None or entry.status not in ("compiled", "prebuilt", "skipped"):
@@ -141,7 +142,7 @@ def _stale(project: Project, house: Wheelhouse, combo: Combo, recipe: Recipe,
         return True
     if recipe.source.path or recipe.kind == "prebuilt" or entry.status == "prebuilt":
         return False
-    return up_to_date(project, house, combo, BuildRequest(combo=combo), recipe) is None
+    return not entry_matches(project, combo, BuildRequest(combo=combo), recipe, entry)
 
 
 def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
