@@ -65,3 +65,10 @@ class NothingToDo(CuforgeError):
 
     exit_code = 8
     label = "nothing to do"
+
+
+class WheelhouseError(CuforgeError):
+    """The wheelhouse could not be written (a full disk, a file-size limit, permissions)."""
+
+    exit_code = 9
+    label = "wheelhouse error"

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from . import runner, sources, syslibs, venv
+from . import faults, runner, sources, syslibs, venv
 from .combos import Combo
 from .console import BuildProgress, live_progress, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
@@ -100,6 +100,7 @@ class Executor:
         self.project, self.req, self.env, self.plan, self.log_dir = (project, req, env, plan,
                                                                      log_dir)
         self.house = Wheelhouse(plan.wheel_dir)
+        self.house.recover()   # finish or undo a publish that a killed run left half-done
         self.env_lock = threading.Lock()
         self.side_by_side = sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
 
@@ -220,6 +221,8 @@ class Executor:
     def _do(self, pkg: PackagePlan, action: Action, log: Path) -> None:
         """Carry out one non-verify action of the plan."""
         recipe = pkg.recipe
+        if action.kind == "run":
+            faults.point("compile")   # tests only (CUFORGE_FAULT): die as the build starts
         if action.kind == "check":
             syslibs.require_headers(recipe)
         elif action.kind == "clean":

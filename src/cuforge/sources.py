@@ -15,6 +15,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from . import faults
 from .digest import sha256_of
 from .errors import SourceError
 from .fingerprint import IGNORED, tree_files
@@ -52,6 +53,7 @@ def fetch(source: Source, *, project_root: Path, cache_dir: Path, dest: Path,
         root = _extract_sdist(source, cache_dir / "sdist", dest)
     else:
         raise SourceError("recipe has no source")
+    faults.point("fetch")
     if stamp:
         marker.write_text(f"{stamp}\n{root.relative_to(dest)}")
     return root

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from . import hostcxx, platforms
+from . import faults, hostcxx, platforms
 from .combos import Combo
 from .errors import ToolchainError
 from .runner import Step, run
@@ -110,9 +110,10 @@ def prepare(state_dir: Path, combo: Combo, *, log: Path, verbose: bool = False) 
     with FileLock(str(root) + ".lock"):
         reused = is_ready(state_dir, combo)
         if not reused:
-            (root / STAMP).unlink(missing_ok=True)
+            _discard_half_created(root)
             for step in creation_steps(state_dir, combo, str(find_python(combo.python))):
                 run(step, log=log, stream=verbose, error=ToolchainError)
+                faults.point("env")
         info = probe(root / "bin" / "python")
         _check_torch(info, combo)
         toolkit = _toolkit(combo, info, root / "cuda")
@@ -124,6 +125,18 @@ def prepare(state_dir: Path, combo: Combo, *, log: Path, verbose: bool = False) 
 def which(interpreter: str) -> str:
     """A combo's ``interpreter`` (``python3`` or a path) as a path."""
     return shutil.which(interpreter) or interpreter
+
+
+def _discard_half_created(root: Path) -> None:
+    """The stamp is written last, so a venv without one was interrupted while being created or
+    updated: start it afresh (uv hard-links from its cache, so this costs seconds)."""
+    stamp = root / STAMP
+    if stamp.exists():
+        stamp.unlink()   # a spec change: update in place; the stamp returns when it is done
+    elif root.exists():
+        print(f"note: {root} was left half-created (interrupted); creating it again",
+              file=sys.stderr)
+        shutil.rmtree(root)
 
 
 def _existing_interpreter(state_dir: Path, combo: Combo) -> ComboEnv:

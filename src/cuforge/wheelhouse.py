@@ -1,9 +1,13 @@
 """The wheelhouse: wheels plus a manifest, written atomically under a lock.
 
-A wheel is copied to a hidden temporary name in the target directory and renamed into place;
-a manifest line is one ``write`` of a complete JSON line followed by ``fsync``; the readable
-table ``manifest.txt`` is regenerated to a temporary file and renamed. A killed or concurrent
-build therefore never leaves a half-written wheel or manifest line.
+Publishing is a small journal: the wheel is copied in full to ``.incoming-<wheel>``, then its
+manifest line is appended (one ``write`` of a whole line, then ``fsync``), then the copy is
+renamed into place. A process killed anywhere in between leaves either an ``.incoming-`` copy
+without a line (deleted by the next ``recover``) or a line whose complete copy still waits
+(renamed in by the next ``recover``): never a visible wheel without its verified line, nor a
+torn line. The readable table ``manifest.txt`` is regenerated to a temporary file and renamed.
+A full disk (or a file-size limit) while publishing undoes the partial work and raises
+:class:`~cuforge.errors.WheelhouseError`.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from . import faults
 from .digest import sha256_of  # noqa: F401  (re-exported: the manifest's wheel hash)
+from .errors import WheelhouseError
 
 MANIFEST = "manifest.jsonl"
 TABLE = "manifest.txt"
 STATUSES = ("compiled", "prebuilt", "skipped", "FAILED")
+INCOMING = ".incoming-"
 
 
 @dataclass(frozen=True)
@@ -63,23 +70,59 @@ class Wheelhouse:
         return FileLock(str(self.dir / ".lock"))
 
     def publish(self, wheel: Path | None, entry: Entry) -> Entry:
-        """Move ``wheel`` (if any) into place and append ``entry``; both or neither become visible
-        (the wheel is renamed in before its line is written; a crash in between leaves a wheel
-        without a line, which the next publish of that package replaces)."""
+        """Put ``wheel`` (if any) and its ``entry`` into the wheelhouse: both or neither, even
+        if the process dies in between (see the module docstring)."""
         with self.lock:
+            self._recover()
+            incoming = None
             if wheel is not None:
-                final = self.dir / wheel.name
-                fd, tmp = tempfile.mkstemp(prefix=".incoming-", dir=self.dir)
-                os.close(fd)
-                try:
-                    shutil.copyfile(wheel, tmp)
-                    os.replace(tmp, final)
-                except BaseException:
-                    Path(tmp).unlink(missing_ok=True)
-                    raise
-            self._append(entry)
+                incoming = self.dir / f"{INCOMING}{wheel.name}.part"   # not *.whl: unseen
+                self._guard(incoming, lambda: _copy_synced(wheel, incoming))
+            self._guard(incoming, lambda: self._append(entry))
+            faults.point("publish")
+            if incoming is not None:
+                os.replace(incoming, self.dir / wheel.name)
             self._write_table()
         return entry
+
+    def recover(self) -> None:
+        """Finish or undo what a killed publish left behind (cheap when nothing is there)."""
+        with self.lock:
+            self._recover()
+
+    def _recover(self) -> None:
+        for stale in [*self.dir.glob(".table-*"), *self.dir.glob(".manifest-*")]:
+            stale.unlink(missing_ok=True)
+        manifest, table = self.dir / MANIFEST, self.dir / TABLE
+        if not manifest.exists():
+            return
+        data = manifest.read_bytes()
+        if data and not data.endswith(b"\n"):    # a torn last line (power loss): drop it
+            self._rewrite_manifest(data[:data.rfind(b"\n") + 1])
+        incoming = sorted(self.dir.glob(f"{INCOMING}*"))
+        latest = {e.wheel: e for e in self.entries() if e.wheel} if incoming else {}
+        for path in incoming:
+            name = path.name.removeprefix(INCOMING).removesuffix(".part")
+            entry = latest.get(name)
+            if entry is not None and entry.wheel_sha256 == sha256_of(path):
+                os.replace(path, self.dir / name)    # its line is written: roll forward
+            else:
+                path.unlink()                          # no line: it never happened
+        if incoming or not table.exists() or table.stat().st_mtime < manifest.stat().st_mtime:
+            self._write_table()
+
+    def _guard(self, incoming: Path | None, write) -> None:
+        """Run ``write``; on a full disk remove the incoming copy and raise a clean error."""
+        try:
+            write()
+        except OSError as err:
+            if incoming is not None:
+                incoming.unlink(missing_ok=True)
+            raise WheelhouseError(
+                f"cannot write to the wheelhouse {self.dir}: {err.strerror or err}; "
+                "nothing was published",
+                hint="free disk space there (or point CUFORGE_WHEELHOUSE elsewhere) and run "
+                "the same command again") from None
 
     def entries(self) -> list[Entry]:
         path = self.dir / MANIFEST
@@ -103,9 +146,15 @@ class Wheelhouse:
     def _append(self, entry: Entry) -> None:
         data = (entry.line() + "\n").encode()
         fd = os.open(self.dir / MANIFEST, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        size = os.fstat(fd).st_size
         try:
-            os.write(fd, data)   # one write of one whole line: O_APPEND keeps it contiguous
+            # one write of one whole line: O_APPEND keeps it contiguous
+            if os.write(fd, data) != len(data):
+                raise OSError(27, "File too large")   # a partial line: the limit was hit
             os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, size)    # never leave a torn line behind
+            raise
         finally:
             os.close(fd)
 
@@ -117,6 +166,27 @@ class Wheelhouse:
             what = e.wheel or e.reason
             rows.append(f"{e.status:9} {e.package:32} {e.version:12} {arches:28} {what}")
         fd, tmp = tempfile.mkstemp(prefix=".table-", dir=self.dir)
-        with os.fdopen(fd, "w") as f:
-            f.write("\n".join(rows) + "\n")
-        os.replace(tmp, self.dir / TABLE)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write("\n".join(rows) + "\n")
+            faults.point("manifest")
+            os.replace(tmp, self.dir / TABLE)
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)   # the table is derived: the next publish redoes it
+
+    def _rewrite_manifest(self, data: bytes) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=self.dir)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        faults.point("manifest")
+        os.replace(tmp, self.dir / MANIFEST)
+
+
+def _copy_synced(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` and flush it to disk (a complete copy is the journal's promise)."""
+    with open(src, "rb") as fin, open(dest, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
+        fout.flush()
+        os.fsync(fout.fileno())

@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cuforge import faults
+
 STORE_DIRNAME = ".cuforge-patches"
 
 
@@ -131,6 +133,8 @@ def commit(changes: dict[Path, bytes | None]) -> None:
             before = read_bytes(path)
             _put(path, data)
             done.append((path, before))
+            if len(done) == len(changes) // 2:
+                faults.point("patch")   # tests: die with the set half-written
     except BaseException:
         for path, before in reversed(done):
             _put(path, before)

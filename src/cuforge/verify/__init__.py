@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from .. import faults
 from ..arches import ArchList
 from ..errors import ToolchainError, VerifyError
 from ..torchinfo import TorchInfo, probe
@@ -122,6 +123,7 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
         sos = shared_objects(root)
         results = _elf_checks(root, sos, ctx)
         paths = import_roots(root) + list(dependency_paths)
+        faults.point("verify")   # tests: die with the wheel built but not yet verified
         imported = check_import(ctx.python, paths, modules or default_modules(root), timeout=timeout)
         results.append(imported)
         if smoke is None:

@@ -1,0 +1,64 @@
+"""Crash points for tests: prove that every phase survives a SIGKILL.
+
+``CUFORGE_FAULT=<point>`` makes cuforge kill its child processes and then itself with SIGKILL
+when it reaches ``point`` (see ``POINTS``); ``CUFORGE_FAULT=<point>@<seconds>`` arms a timer
+there instead, so the kill lands while a long child (a compiler) is still running. Unset (the
+normal case) a point costs one dictionary lookup. tests/integration/test_faults.py uses it; the
+outcome per point is the table in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+VARIABLE = "CUFORGE_FAULT"
+POINTS = ("env", "fetch", "patch", "compile", "verify", "publish", "manifest")
+
+
+def point(name: str) -> None:
+    """Die here (or ``@seconds`` from here) when ``$CUFORGE_FAULT`` names this point."""
+    spec = os.environ.get(VARIABLE)
+    if not spec:
+        return
+    wanted, _, delay = spec.partition("@")
+    if wanted != name:
+        return
+    if delay:
+        timer = threading.Timer(float(delay), kill_tree)
+        timer.daemon = True
+        timer.start()
+    else:
+        kill_tree()
+
+
+def kill_tree() -> None:
+    """SIGKILL every descendant (compilers run in their own session, so a process group kill
+    would miss them), then this process: no handler, no cleanup, like a power cut."""
+    for pid in reversed(descendants(os.getpid())):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def descendants(root: int) -> list[int]:
+    """Process ids below ``root``, parents before children (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # the command name may hold spaces: the parent pid follows the last ")"
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue   # exited while we looked
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
