@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--only", default="", help="comma-separated packages (dependencies follow); 'all' = every recipe")
     b.add_argument("--cuda-arch", default=None, help='override arches, e.g. "12.0;12.1+PTX"')
     b.add_argument("--torch", default="", help="torch version (one the combo declares or any)")
-    b.add_argument("--jobs", type=int, default=0, help="parallel compile jobs "
+    b.add_argument("--jobs", type=int, default=None, help="parallel compile jobs "
                    "(default: min(cores, free memory / 2.5 GB))")
     b.add_argument("-v", "--verbose", action="store_true", help="stream compiler output")
     b.add_argument("--dry-run", action="store_true", help="print commands and env; build nothing")
@@ -199,8 +199,10 @@ def _cmd_build(args) -> int:
     from .pipeline import BuildRequest, build
     from .platforms import require_native
     from .toolchain import default_jobs
-    if args.jobs < 0:
-        raise ConfigError("--jobs must be positive")
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs {args.jobs}: the number of parallel compile jobs must be 1 "
+                          "or more", hint="leave --jobs out to get min(cores, free memory / "
+                          "2.5 GB), or pass e.g. --jobs 4")
     srcs = []
     for item in args.src:
         name, sep, path = item.partition("=")
@@ -212,7 +214,7 @@ def _cmd_build(args) -> int:
     req = BuildRequest(
         combo=combo,
         packages=tuple(p for p in args.only.split(",") if p),
-        jobs=args.jobs or default_jobs(), verbose=args.verbose, dry_run=args.dry_run,
+        jobs=args.jobs or default_jobs(),   # None: the machine's default verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=tuple(srcs),
         prefer_prebuilt=not args.force_source, arch_policy=args.arch_policy,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from . import platforms
 from .arches import ArchList, check_supported, parse_arch_list
 from .errors import ConfigError
 from .project import Project
+from .tomlfile import read_toml
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,12 @@ def select_combo(project: Project, *, python: str | None = None, accel: str | No
         if c.id == wanted:
             return c
     ids = ", ".join(c.id for c in combos)
+    accels = load_accels(project)
+    if not name and accel not in accels:
+        raise ConfigError(f"unknown accel {accel!r} (envs/accels.toml declares: "
+                          f"{', '.join(accels)})",
+                          hint="pass one of those to --accel, or add a table for it to "
+                          "envs/accels.toml (see docs/adding-a-combo.md)")
     raise ConfigError(f"no combo {wanted!r} in envs/combos.toml (have: {ids})",
                       hint="add a [[combo]] table to envs/combos.toml (see docs/adding-a-combo.md)")
 
@@ -173,12 +179,7 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
 
 
 def _read_toml(path: Path) -> dict:
-    try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path} is missing", hint="run from a cuforge checkout") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    return read_toml(path, "combo table" if path.name == "combos.toml" else "accelerator table")
 
 
 def _version(text: str, where: str) -> Version:

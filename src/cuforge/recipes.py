@@ -4,7 +4,6 @@ and the build plan (dependency order) derived from them."""
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from .arches import ArchList, Target, map_to_supported, parse_target
 from .errors import ConfigError, NothingToDo
 from .project import Project
+from .tomlfile import read_toml
 
 BUILD_KINDS = ("setuptools", "cmake", "prebuilt")
 ARCH_POLICIES = ("auto", "native", "ptx", "skip", "error")
@@ -131,6 +131,7 @@ class Recipe:
     env: tuple[tuple[str, str], ...] = ()
     prebuilt: tuple[str, ...] = ()         # requirement strings to try as wheels first
     prebuilt_find_links: str = ""
+    prebuilt_sha256: tuple[str, ...] = ()   # the accepted files: a download must match one
     pip_args: tuple[str, ...] = ()
     system_headers: tuple[SystemHeader, ...] = ()
     extra_sources: tuple[tuple[str, Source], ...] = ()   # (variable, source): e.g. upstream
@@ -152,14 +153,26 @@ def load_recipes(project: Project) -> dict[str, Recipe]:
             if dep not in recipes:
                 raise ConfigError(f"recipe {r.name} depends on {dep!r}, which has no recipe",
                                   hint=f"add recipes/{dep}.toml or fix `depends` in {r.file}")
+        _check_patch_sets(project, r)
     return recipes
 
 
+def _check_patch_sets(project: Project, recipe: Recipe) -> None:
+    """Every patch set a recipe names exists and loads (valid TOML, paths inside the tree), so
+    a typo stops the run before anything is built."""
+    from .patching import available_sets, load_patch_set   # lazily: the engine is not small
+    for name in (*recipe.patches, *recipe.arches.native_patches):
+        if not (project.patches_dir / name / "patch.toml").is_file():
+            known = ", ".join(available_sets(project.patches_dir)) or "none"
+            raise ConfigError(f"recipe {recipe.name} ({recipe.file}) names patch set {name!r}, "
+                              f"which does not exist under {project.patches_dir}",
+                              hint=f"fix `patches` in the recipe (known sets: {known}) or add "
+                              f"patches/{name}/patch.toml")
+        load_patch_set(name, patches_dir=project.patches_dir)
+
+
 def parse_recipe(path: Path) -> Recipe:
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    data = read_toml(path, "recipe")
     where = str(path)
     unknown = set(data) - RECIPE_KEYS
     if unknown:
@@ -168,15 +181,20 @@ def parse_recipe(path: Path) -> Recipe:
     name = data.get("name") or path.stem
     kind = data.get("kind", "setuptools")
     if kind not in BUILD_KINDS:
-        raise ConfigError(f"{where}: kind must be one of {', '.join(BUILD_KINDS)}, not {kind!r}")
+        raise ConfigError(f"{where}: kind must be one of {', '.join(BUILD_KINDS)}, not {kind!r}",
+                          hint="setuptools (setup.py/pyproject), cmake (scikit-build-core) or "
+                          "prebuilt (a published wheel, pinned by sha256)")
     source = _source(data.get("source", {}), where)
     if kind != "prebuilt" and source.kind == "none":
-        raise ConfigError(f"{where}: [source] needs one of path, git (+commit), sdist (+sha256)")
+        raise ConfigError(f"{where}: [source] needs one of path, git (+commit), sdist (+sha256)",
+                          hint="see recipes/cuforge-demo.toml and docs/adding-a-package.md")
     arch = data.get("arches", {})
     policy = arch.get("policy", "native")
     if policy not in ARCH_POLICIES:
-        raise ConfigError(f"{where}: arches.policy must be one of {', '.join(ARCH_POLICIES)}")
+        raise ConfigError(f"{where}: arches.policy must be one of {', '.join(ARCH_POLICIES)}",
+                          hint="docs/how-it-works.md explains each policy")
     prebuilt = data.get("prebuilt", {})
+    pins = _prebuilt_pins(prebuilt, where)
     return Recipe(
         name=name,
         kind=kind,
@@ -193,6 +211,7 @@ def parse_recipe(path: Path) -> Recipe:
         env=tuple(sorted(data.get("env", {}).items())),
         prebuilt=tuple(prebuilt.get("requirements", ())),
         prebuilt_find_links=prebuilt.get("find_links", ""),
+        prebuilt_sha256=pins,
         pip_args=tuple(data.get("pip_args", ())),
         system_headers=tuple(SystemHeader(r["header"], r.get("debian", "?"))
                              for r in data.get("requires", ())),
@@ -218,7 +237,10 @@ def _source(row: dict, where: str) -> Source:
     src = Source(**{k: str(v) for k, v in row.items() if k in Source.__dataclass_fields__})
     unknown = set(row) - set(Source.__dataclass_fields__)
     if unknown:
-        raise ConfigError(f"{where}: unknown [source] keys {sorted(unknown)}")
+        raise ConfigError(f"{where}: unknown [source] keys {sorted(unknown)}",
+                          hint=f"a source may have: {', '.join(Source.__dataclass_fields__)}")
+    for url in (src.git, src.sdist):
+        _check_scheme(url, where)
     if src.git and not re.fullmatch(r"[0-9a-f]{40}", src.commit):
         raise ConfigError(f"{where}: a git source must pin a full 40-hex `commit`, got "
                           f"{src.commit!r}", hint="pin the exact upstream commit, not a branch")
@@ -226,6 +248,50 @@ def _source(row: dict, where: str) -> Source:
         raise ConfigError(f"{where}: an sdist source needs its `sha256`",
                           hint="copy it from the package index (PyPI shows it per file)")
     return src
+
+
+def _prebuilt_pins(table: dict, where: str) -> tuple[str, ...]:
+    """A prebuilt wheel is trusted only pinned: ``name==version`` and the sha256 of each file
+    that may be downloaded (several for per-platform wheels). Anything looser is an error."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    if not table:
+        return ()
+    for text in table.get("requirements", ()):
+        try:
+            specs = list(Requirement(text).specifier)
+        except InvalidRequirement as err:
+            raise ConfigError(f"{where}: [prebuilt] requirement {text!r} is not valid ({err})",
+                              hint="write it as name==version") from None
+        if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+            raise ConfigError(f"{where}: [prebuilt] requirement {text!r} is not pinned to one "
+                              "version", hint="write it as name==version, the version whose "
+                              "sha256 the recipe lists")
+    pins = tuple(str(h).lower() for h in table.get("sha256", ()))
+    if not pins or not all(re.fullmatch(r"[0-9a-f]{64}", h) for h in pins):
+        raise ConfigError(f"{where}: [prebuilt] needs `sha256 = [...]`, the hash of each wheel "
+                          "file it may download", hint="pip download --no-deps --only-binary="
+                          ":all: NAME==VERSION, then sha256sum the wheel (PyPI also shows it)")
+    return pins
+
+
+# Schemes a source may use: authenticated transports and local files. Plain http, git:// and
+# git's transport helpers (ext::, fd::) can be altered on the way or run commands.
+ALLOWED_SCHEMES = ("https", "ssh", "file")
+
+
+def _check_scheme(url: str, where: str) -> None:
+    """``https://``, ``ssh://``, ``file://``, ``git@host:path`` or a local path; nothing else."""
+    if not url or url.startswith("/") or re.fullmatch(r"[\w.-]+@[\w.-]+:[^:].*", url):
+        return
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)(://|::)", url)
+    if scheme is None and "://" not in url and "::" not in url:
+        return    # a relative local path
+    name = scheme.group(1).lower() if scheme else url.split(":", 1)[0]
+    if name not in ALLOWED_SCHEMES or (scheme and scheme.group(2) == "::"):
+        raise ConfigError(f"{where}: source URL {url!r} uses the scheme {name!r}, which cuforge "
+                          f"does not fetch from (allowed: {', '.join(ALLOWED_SCHEMES)}, or a "
+                          "local path)",
+                          hint="use the https:// address of the same file or repository")
 
 
 def plan(recipes: dict[str, Recipe], wanted: list[str]) -> list[Recipe]:
@@ -250,7 +316,9 @@ def plan(recipes: dict[str, Recipe], wanted: list[str]) -> list[Recipe]:
     try:
         sorter.prepare()
     except CycleError as err:
-        raise ConfigError(f"recipes depend on each other in a cycle: {err.args[1]}") from None
+        cycle = " -> ".join(err.args[1])
+        raise ConfigError(f"recipes depend on each other in a cycle: {cycle}",
+                          hint="remove one of these `depends` entries") from None
     order: list[str] = []
     rank = {n: i for i, n in enumerate(needed)}
     while sorter.is_active():

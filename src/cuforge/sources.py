@@ -175,12 +175,19 @@ def _extract_sdist(source: Source, cache: Path, dest: Path) -> Path:
     unpack = dest.parent / f".{dest.name}.unpack"
     shutil.rmtree(unpack, ignore_errors=True)
     unpack.mkdir(parents=True)
-    if archive.suffix == ".zip":
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(unpack)
-    else:
-        with tarfile.open(archive) as tar:
-            tar.extractall(unpack, filter="data")
+    try:
+        if archive.suffix == ".zip":
+            with zipfile.ZipFile(archive) as zf:
+                zf.extractall(unpack)
+        else:
+            with tarfile.open(archive) as tar:
+                tar.extractall(unpack, filter="data")
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as err:
+        shutil.rmtree(unpack, ignore_errors=True)
+        raise SourceError(f"cannot unpack {archive.name} ({source.sdist}): {err}",
+                          hint="the archive is corrupt or not a tar/zip (its sha256 matches the "
+                          "recipe, so the pinned file itself is bad): pin a good release and its "
+                          "sha256") from None
     entries = list(unpack.iterdir())
     if len(entries) == 1 and entries[0].is_dir():
         entries[0].rename(dest)

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from . import venv
 from .combos import Combo
-from .errors import ConfigError
+from .errors import ConfigError, VerifyError
 from .pipeline import smoke_script, verify_context
 from .project import Project
 from .recipes import load_recipes
@@ -108,16 +108,39 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
             smoke = smoke_script(project, recipe) if recipe else None
             modules = list(recipe.modules) if recipe else None
             deps = dependency_roots(recipe, recipes, by_package, Path(tmp)) if recipe else []
-            reports.append(verify_wheel(wheel, ctx, smoke=smoke, modules=modules,
-                                        dependency_paths=deps))
+            report = verify_wheel(wheel, ctx, smoke=smoke, modules=modules,
+                                  dependency_paths=deps)
+            if (recorded := manifest_check(wheel)) is not None:
+                report.results.append(recorded)
+            reports.append(report)
     if models:
         reports += model_reports(project, env, collect_wheels(paths))
     if as_json:
         print(reports_to_json(reports))
     else:
         Console().print(render_table(reports))
+    tampered = [r for r in reports if (m := r.result("manifest")) and m.status == "fail"]
+    if tampered:
+        raise VerifyError("\n".join(r.result("manifest").detail for r in tampered),
+                          hint="do not install it; rebuild it (cuforge build --only PKG "
+                          "--rebuild) or delete it and its manifest line")
     return 0 if all(r.ok for r in reports) else 7
 
+
+def manifest_check(wheel: Path):
+    """A wheel inside a cuforge wheelhouse must still have the bytes its manifest line
+    recorded (sha256): anything else was altered or replaced after verification."""
+    from .digest import sha256_of
+    from .verify import CheckResult
+    recorded = [e for e in Wheelhouse(wheel.parent).entries() if e.wheel == wheel.name]
+    if not recorded:
+        return None     # not from a cuforge wheelhouse: nothing to compare with
+    digest = sha256_of(wheel)
+    if digest == recorded[-1].wheel_sha256:
+        return CheckResult("manifest", "pass", "sha256 matches the manifest")
+    return CheckResult("manifest", "fail", f"{wheel} has sha256 {digest}, but the manifest "
+                       f"recorded {recorded[-1].wheel_sha256}: its bytes changed after it was "
+                       "verified")
 
 def _requested_from_manifest(wheel: Path):
     """The arch list the wheel was built for, when it sits in a cuforge wheelhouse."""

@@ -58,7 +58,8 @@ def test_every_point_is_killed_and_the_next_run_recovers(tmp_path):
     seen = []
 
     # env: killed after `uv venv`, before torch is installed: no stamp, a half-made venv
-    seen.append(_kill_at(proj, "env") and "env")
+    _kill_at(proj, "env")
+    seen.append("env")
     env_dir = next(envs.glob("3.11-cu130-*/"))
     assert (env_dir / "bin" / "python").exists() and not (env_dir / "cuforge-env.json").exists()
 

@@ -3,6 +3,7 @@ cuforge compiles. Real wheels, a real find-links directory, the real combo env (
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -24,18 +25,25 @@ smoke = "smoke/check_cuforge-demo.py"
 [source]
 path = "native/demo"
 [prebuilt]
-requirements = ["cuforge-demo"]
+requirements = ["cuforge-demo=={version}"]
+sha256 = ["{sha256}"]
 find_links = "{links}"
 """
 
 
 def _project(tmp_path: Path, links: Path) -> Path:
+    """A project whose recipe pins the one wheel in ``links`` (version and sha256)."""
     proj = tmp_path / "proj"
-    proj.mkdir()
-    for name in ("envs", "native", "smoke"):
-        shutil.copytree(ROOT / name, proj / name)
-    (proj / "recipes").mkdir()
-    (proj / "recipes" / "cuforge-demo.toml").write_text(RECIPE.format(links=links))
+    if not proj.exists():
+        proj.mkdir()
+        for name in ("envs", "native", "smoke"):
+            shutil.copytree(ROOT / name, proj / name)
+        (proj / "recipes").mkdir()
+    wheels = sorted(links.glob("*.whl"))
+    version = wheels[0].name.split("-")[1] if wheels else "0"
+    digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest() if wheels else "0" * 64
+    (proj / "recipes" / "cuforge-demo.toml").write_text(
+        RECIPE.format(links=links, version=version, sha256=digest))
     return proj
 
 
@@ -83,7 +91,7 @@ def test_good_prebuilt_is_used_and_force_source_compiles(tmp_path):
     assert _last_entry(wh0)["status"] == "compiled"
     shutil.copy(next((wh0 / COMBO_DIR).glob("*.whl")), links)
     wh = tmp_path / "wh"
-    out = _build(tmp_path / "proj", wh)
+    out = _build(_project(tmp_path, links), wh)
     assert out.returncode == 0, out.stderr[-3000:]
     entry = _last_entry(wh)
     assert entry["status"] == "prebuilt"

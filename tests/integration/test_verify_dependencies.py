@@ -25,10 +25,12 @@ def stack(tmp_path: Path):
     recipes_dir = tmp_path / "recipes"
     recipes_dir.mkdir()
     (recipes_dir / "corelib.toml").write_text(
-        'kind = "prebuilt"\nmodules = ["corelib"]\n[prebuilt]\nrequirements = ["corelib==0.1"]\n')
+        'kind = "prebuilt"\nmodules = ["corelib"]\n[prebuilt]\nrequirements = ["corelib==0.1"]\n'
+        'sha256 = ["0000000000000000000000000000000000000000000000000000000000000000"]\n')
     (recipes_dir / "toplib.toml").write_text(
         'kind = "prebuilt"\ndepends = ["corelib"]\nmodules = ["toplib"]\n'
-        '[prebuilt]\nrequirements = ["toplib==0.1"]\n')
+        '[prebuilt]\nrequirements = ["toplib==0.1"]\n'
+        'sha256 = ["0000000000000000000000000000000000000000000000000000000000000000"]\n')
     recipes = {p.stem: parse_recipe(p) for p in recipes_dir.glob("*.toml")}
     house = tmp_path / "house"
     house.mkdir()

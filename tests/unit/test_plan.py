@@ -14,7 +14,7 @@ def _project(tmp_path: Path, recipes: dict[str, str]) -> Project:
     return Project(tmp_path)
 
 
-PRE = 'kind = "prebuilt"\n[prebuilt]\nrequirements = ["x"]\n'
+PRE = 'kind = "prebuilt"\n[prebuilt]\nrequirements = ["x==1"]\nsha256 = ["0000000000000000000000000000000000000000000000000000000000000000"]\n'
 SRC = '[source]\npath = "native/x"\n'
 
 

@@ -1,6 +1,9 @@
-"""A published wheel, downloaded as-is (pure-Python packages, or prebuilts that pass checks)."""
+"""A published wheel, downloaded as-is (pure-Python packages, or prebuilts that pass checks),
+then checked against the sha256 pins of the recipe before anything uses it."""
 
 from __future__ import annotations
+
+import sys
 
 from ..runner import Step
 
@@ -11,4 +14,7 @@ def steps(job) -> list[Step]:
     if job.recipe.prebuilt_find_links:
         argv += ["--find-links", job.recipe.prebuilt_find_links]
     argv += list(job.recipe.prebuilt)
-    return [Step(tuple(argv), job.env, description=f"download {job.recipe.name} (prebuilt)")]
+    return [Step(tuple(argv), job.env, description=f"download {job.recipe.name} (prebuilt)"),
+            Step((sys.executable, "-m", "cuforge.pins", str(job.out_dir),
+                  *job.recipe.prebuilt_sha256),
+                 description=f"refuse a {job.recipe.name} wheel whose sha256 is not pinned")]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from cuforge.errors import PatchError
 from cuforge.patching.model import Patch, PatchResult, PatchSet, Probe, Status
-from cuforge.patching.store import BackupStore, FileRecord, commit, read_bytes, sha256
+from cuforge.patching.store import (STORE_DIRNAME, BackupStore, FileRecord, commit, read_bytes,
+                                    sha256)
 
 _ENCODING = "utf-8"
 _ERRORS = "surrogateescape"  # odd bytes survive a decode/encode round trip unchanged
@@ -112,10 +113,23 @@ class _Tree:
         path = Path(root).resolve()
         if not path.is_dir():
             raise PatchError(f"{path} is not a directory", hint="pass the root of the checkout")
+        for file in (*ps.files(), STORE_DIRNAME):
+            _inside(path, file)
         return cls(path, {f: read_bytes(path / f) for f in ps.files()})
 
     def text(self, file: str) -> str | None:
         return _decode(self.before[file])
+
+
+def _inside(root: Path, file: str) -> None:
+    """Refuse a target that resolves outside ``root``: ``..`` or a symlink in the checkout
+    pointing elsewhere would make a patch write into the user's system."""
+    target = (root / file).resolve()
+    if not target.is_relative_to(root):
+        raise PatchError(f"{file} in {root} resolves to {target}, outside the checkout "
+                         "(a symlink or '..'); nothing was written",
+                         hint="remove that symlink from the source tree, or fix the patch's "
+                         "`file`")
 
 
 def _raise_on_drift(ps: PatchSet, tree: _Tree, probes: list[tuple[Patch, Probe]]) -> None:

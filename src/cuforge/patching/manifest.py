@@ -20,11 +20,11 @@ The manifest format (see ``docs/patches.md``)::
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from cuforge.errors import ConfigError, PatchError
+from cuforge.tomlfile import read_toml
 from cuforge.patching.model import Operation, Patch, PatchSet
 from cuforge.patching.pyattr import RenameAttribute
 from cuforge.patching.pyfunc import ReplaceFunction
@@ -137,7 +137,8 @@ def _patch(directory: Path, table: dict[str, Any], index: int) -> Patch:
     key = "files" if is_glob else "file"
     file = _text(table, key, where)
     if Path(file).is_absolute() or ".." in Path(file).parts:
-        raise ConfigError(f"{where}: '{key}' must be a path inside the patched tree, got {file!r}")
+        raise ConfigError(f"{where}: '{key}' must be a path inside the patched tree, got {file!r}",
+                          hint="write it relative to the tree's root, without '..'")
     return Patch(
         id=patch_id,
         file=file,
@@ -151,10 +152,7 @@ def _patch(directory: Path, table: dict[str, Any], index: int) -> Patch:
 def load_patch_set(name_or_path: str | Path, patches_dir: Path | None = None) -> PatchSet:
     """Load and validate a patch set by name (under ``patches_dir``) or by path."""
     directory = _resolve(name_or_path, patches_dir)
-    try:
-        data = tomllib.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{directory / MANIFEST} is not valid TOML: {err}") from err
+    data = read_toml(directory / MANIFEST, "patch set")
     header = data.get("set", {})
     patches = tuple(_patch(directory, t, i) for i, t in enumerate(data.get("patch", [])))
     if not patches:
