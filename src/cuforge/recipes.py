@@ -158,17 +158,22 @@ def load_recipes(project: Project) -> dict[str, Recipe]:
 
 
 def _check_patch_sets(project: Project, recipe: Recipe) -> None:
-    """Every patch set a recipe names exists and loads (valid TOML, paths inside the tree), so
-    a typo stops the run before anything is built."""
-    from .patching import available_sets, load_patch_set   # lazily: the engine is not small
+    """Every patch set a recipe names exists, is valid TOML and targets paths inside the tree,
+    so a typo stops the run before anything is built (the rest is checked when it applies)."""
+    from .patching import available_sets   # lazily: the engine is not small
+    from .patching.manifest import check_target
     for name in (*recipe.patches, *recipe.arches.native_patches):
-        if not (project.patches_dir / name / "patch.toml").is_file():
+        path = project.patches_dir / name / "patch.toml"
+        if not path.is_file():
             known = ", ".join(available_sets(project.patches_dir)) or "none"
             raise ConfigError(f"recipe {recipe.name} ({recipe.file}) names patch set {name!r}, "
                               f"which does not exist under {project.patches_dir}",
                               hint=f"fix `patches` in the recipe (known sets: {known}) or add "
                               f"patches/{name}/patch.toml")
-        load_patch_set(name, patches_dir=project.patches_dir)
+        for i, table in enumerate(read_toml(path, "patch set").get("patch", [])):
+            for key in ("file", "files"):
+                if isinstance(table.get(key), str):
+                    check_target(table[key], key, f"{path} patch {table.get('id', i + 1)!r}")
 
 
 def parse_recipe(path: Path) -> Recipe:

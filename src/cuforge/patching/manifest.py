@@ -129,6 +129,13 @@ def _operation(directory: Path, table: dict[str, Any], where: str) -> Operation:
     )
 
 
+def check_target(file: str, key: str, where: str) -> None:
+    """A patch's ``file`` (or ``files`` glob) names a path inside the patched tree."""
+    if Path(file).is_absolute() or ".." in Path(file).parts:
+        raise ConfigError(f"{where}: '{key}' must be a path inside the patched tree, got {file!r}",
+                          hint="write it relative to the tree's root, without '..'")
+
+
 def _patch(directory: Path, table: dict[str, Any], index: int) -> Patch:
     where = f"{directory / MANIFEST} patch {index + 1}"
     patch_id = _text(table, "id", where)
@@ -136,9 +143,7 @@ def _patch(directory: Path, table: dict[str, Any], index: int) -> Patch:
     is_glob = table.get("kind") == "rename_attribute"
     key = "files" if is_glob else "file"
     file = _text(table, key, where)
-    if Path(file).is_absolute() or ".." in Path(file).parts:
-        raise ConfigError(f"{where}: '{key}' must be a path inside the patched tree, got {file!r}",
-                          hint="write it relative to the tree's root, without '..'")
+    check_target(file, key, where)
     return Patch(
         id=patch_id,
         file=file,
