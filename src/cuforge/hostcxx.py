@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -66,7 +67,8 @@ class HostCompiler:
         CC/CXX, CMake CXX/CUDAHOSTCXX, torch passes ``-ccbin $CC`` to nvcc on the command line
         (so a compiler cache hashes it); ``NVCC_CCBIN`` covers nvcc calls without ``-ccbin``
         (cumm's). NVCC_APPEND_FLAGS stays free of it: ccache does not hash that variable."""
-        return {"CC": self.cc, "CXX": self.cxx, "CUDAHOSTCXX": self.cxx, "NVCC_CCBIN": self.cxx}
+        bare = shlex.split(self.cxx)[-1]    # nvcc's -ccbin takes a compiler, not a launcher
+        return {"CC": self.cc, "CXX": self.cxx, "CUDAHOSTCXX": bare, "NVCC_CCBIN": bare}
 
 
 def c_sibling(cxx: str) -> str:
@@ -84,13 +86,15 @@ def c_sibling(cxx: str) -> str:
 
 def probe(cxx: str, cc: str | None = None) -> HostCompiler:
     """Compile and link the probe with ``cxx`` and read the result (about a second)."""
-    path = shutil.which(cxx)
+    words = shlex.split(cxx)            # CXX may carry a launcher: "ccache g++"
+    path = shutil.which(words[0]) if words else None
     if path is None:
         raise ToolchainError(f"host C++ compiler {cxx!r} not found",
                              hint="install g++ (apt-get install g++), or name one with "
                              "host_cxx = \"/usr/bin/g++\" in the combo (envs/combos.toml)")
+    command = shlex.join([path, *words[1:]])
     stat = os.stat(path)
-    return _probe(path, cc or c_sibling(path), stat.st_mtime_ns, stat.st_size)
+    return _probe(command, cc or c_sibling(command), stat.st_mtime_ns, stat.st_size)
 
 
 @cache
@@ -98,7 +102,8 @@ def _probe(cxx: str, cc: str, _mtime: int, _size: int) -> HostCompiler:
     with tempfile.TemporaryDirectory(prefix="cuforge-hostcxx-") as tmp:
         src, out = Path(tmp) / "probe.cpp", Path(tmp) / "libprobe.so"
         src.write_text(PROBE_SOURCE)
-        proc = subprocess.run([cxx, "-shared", "-fPIC", "-O1", str(src), "-o", str(out)],
+        proc = subprocess.run([*shlex.split(cxx), "-shared", "-fPIC", "-O1", str(src), "-o",
+                               str(out)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise ToolchainError(f"host C++ compiler {cxx} cannot build a shared object:\n"
