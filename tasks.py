@@ -1,6 +1,6 @@
-"""invoke tasks for the workstation: build, matrix, shell, verify, doctor, setup, mesh-convert,
-patch-milo, patch-pointcept, index, resolve, ci-matrix, ci-workflow. Each is a thin call into the
-``cuforge`` CLI."""
+"""invoke tasks for the workstation: build, build-env, matrix, shell, verify, doctor, setup,
+mesh-convert, patch-milo, patch-pointcept, index, resolve, ci-matrix, ci-workflow. Each is a thin
+call into the ``cuforge`` CLI."""
 
 from __future__ import annotations
 
@@ -66,22 +66,24 @@ def doctor(c, gpu_arch=""):
     _cuforge(c, "doctor", *_flag("--gpu-arch", gpu_arch))
 
 
-@task(positional=["stack"], help={
-    "stack": "milo or pointcept (stacks/*.toml); empty: only create the combo's build env",
-    "checkout": "your clone of MILo / Pointcept", "venv": "default: CHECKOUT/.venv",
-    "cuda_arch": "arches the wheels are built for"})
-def setup(c, stack="", checkout="", venv="", python="3.11", accel="cu130", combo="",
-          cuda_arch="", dry_run=False, rebuild=False):
+@task(help={"stack": "milo or pointcept (stacks/*.toml)",
+            "checkout": "your clone of MILo / Pointcept", "venv": "default: CHECKOUT/.venv",
+            "cuda_arch": "arches the wheels are built for", "no_build": "build nothing"})
+def setup(c, stack, checkout, venv="", python="3.11", accel="cu130", combo="", cuda_arch="",
+          dry_run=False, rebuild=False, no_build=False):
     """A working venv for a checkout: build/install the stack's wheels, patch the checkout,
     write its env vars into activation, run the model check (`invoke setup milo --checkout ~/MILo`)."""
-    if not stack:
-        _cuforge(c, "shell", "--python", python, "--accel", accel, *_flag("--combo", combo),
-                 "--print-env")
-        return
     _cuforge(c, "setup", stack, "--checkout", checkout, *_flag("--venv", venv),
              "--python", python, "--accel", accel, *_flag("--combo", combo),
              *_flag("--cuda-arch", cuda_arch), *_flag("--dry-run", dry_run),
-             *_flag("--rebuild", rebuild))
+             *_flag("--rebuild", rebuild), *_flag("--no-build", no_build))
+
+
+@task(name="build-env")
+def build_env(c, python="3.11", accel="cu130", combo=""):
+    """Create (or reuse) a combo's build env without building anything; print its variables."""
+    _cuforge(c, "shell", "--python", python, "--accel", accel, *_flag("--combo", combo),
+             "--print-env")
 
 
 @task(name="mesh-convert", help={

@@ -118,6 +118,10 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--cuda-arch", default=None, help="arches the wheels are built for")
     st.add_argument("--jobs", type=int, default=0, help="parallel compile jobs if a build is needed")
     st.add_argument("--rebuild", action="store_true", help="rebuild the stack's wheels")
+    st.add_argument("--no-build", action="store_true",
+                    help="install what the wheelhouse has; build nothing (offline)")
+    st.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
+                    help="build NAME from a local checkout (as for build)")
     st.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     st.set_defaults(func=_cmd_setup)
 
@@ -195,6 +199,18 @@ def _combo(args, *, arches: str = "", torch: str = ""):
                           interpreter=args.interpreter or None)
 
 
+def _src_overrides(items: list[str]) -> tuple[tuple[str, Path], ...]:
+    """``--src NAME=PATH`` options, parsed once."""
+    srcs = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--src {item!r}: expected NAME=PATH",
+                              hint="e.g. --src simple-knn=~/code/simple-knn")
+        srcs.append((name, Path(path).expanduser().resolve()))
+    return tuple(srcs)
+
+
 def _cmd_build(args) -> int:
     from .pipeline import BuildRequest, build
     from .platforms import require_native
@@ -203,19 +219,14 @@ def _cmd_build(args) -> int:
         raise ConfigError(f"--jobs {args.jobs}: the number of parallel compile jobs must be 1 "
                           "or more", hint="leave --jobs out to get min(cores, free memory / "
                           "2.5 GB), or pass e.g. --jobs 4")
-    srcs = []
-    for item in args.src:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise ConfigError(f"--src {item!r}: expected NAME=PATH", hint="e.g. --src simple-knn=~/code/simple-knn")
-        srcs.append((name, Path(path).expanduser().resolve()))
     combo = _combo(args, arches=_arches(args), torch=args.torch)
     require_native(combo.target, f"combo {combo.id}")   # dry runs too: no cross-platform plans
     req = BuildRequest(
         combo=combo,
         packages=tuple(p for p in args.only.split(",") if p),
-        jobs=args.jobs or default_jobs(),   # None: the machine's default verbose=args.verbose, dry_run=args.dry_run,
-        keep_going=args.keep_going, src_overrides=tuple(srcs),
+        jobs=args.jobs or default_jobs(),   # None: the machine's default
+        verbose=args.verbose, dry_run=args.dry_run,
+        keep_going=args.keep_going, src_overrides=_src_overrides(args.src),
         prefer_prebuilt=not args.force_source, arch_policy=args.arch_policy,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild,
         one_at_a_time=args.one_at_a_time)
@@ -257,7 +268,8 @@ def _cmd_setup(args) -> int:
     req = SetupRequest(stack=args.stack, checkout=checkout,
                        venv=(args.venv or checkout / ".venv").expanduser().absolute(),
                        combo=_combo(args, arches=_arches(args)), dry_run=args.dry_run,
-                       jobs=args.jobs or default_jobs(), rebuild=args.rebuild)
+                       jobs=args.jobs or default_jobs(), rebuild=args.rebuild,
+                       no_build=args.no_build, src_overrides=_src_overrides(args.src))
     return setup(_project(args), req)
 
 

@@ -50,6 +50,8 @@ class SetupRequest:
     dry_run: bool = False
     jobs: int = 1
     rebuild: bool = False        # rebuild the stack's wheels even when up to date
+    no_build: bool = False       # install what the wheelhouse has; build nothing
+    src_overrides: tuple[tuple[str, Path], ...] = ()   # --src NAME=PATH, as for build
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,8 @@ class Plan:
     stack: Stack
     combo: Combo
     recipes: tuple[Recipe, ...]          # the stack's packages and their dependencies, in order
-    to_build: tuple[str, ...]            # missing or out of date in the wheelhouse
+    to_build: tuple[str, ...]            # handed to the build (it skips the up-to-date ones)
+    missing: tuple[str, ...]             # no usable wheel in the wheelhouse yet
     house: Wheelhouse
     required: frozenset[str]             # the non-optional packages and their dependencies
 
@@ -80,6 +83,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         return 0
     if p.to_build:
         _build(project, req, p, out)
+        p = make_plan(project, req)          # the wheelhouse changed
     python = _venv_with_torch(req, p.combo, out)
     _install_wheels(python, p, out)
     _patch(project, req, p.stack, out)
@@ -107,10 +111,21 @@ def make_plan(project: Project, req: SetupRequest) -> Plan:
         combo = replace(combo, torch=installed_torch(venv.which(combo.interpreter)))
     house = Wheelhouse(wheel_dir(project, combo))
     latest = house.latest()
-    to_build = tuple(r.name for r in order
-                     if req.rebuild or _stale(project, house, combo, r, latest.get(r.name),
-                                              optional=r.name not in required))
-    return Plan(stack, combo, tuple(order), to_build, house, required)
+    missing = tuple(r.name for r in order if not _usable(house, latest.get(r.name)))
+    # An optional package that failed before is not retried on every run (--rebuild does).
+    to_build = () if req.no_build else tuple(
+        n for n in (*stack.packages, *stack.optional)
+        if req.rebuild or n in required or not _failed(latest.get(n)))
+    return Plan(stack, combo, tuple(order), to_build, missing, house, required)
+
+
+def _usable(house: Wheelhouse, entry: Entry | None) -> bool:
+    return (entry is not None and entry.status in ("compiled", "prebuilt")
+            and (house.dir / entry.wheel).is_file())
+
+
+def _failed(entry: Entry | None) -> bool:
+    return entry is not None and entry.status == "FAILED"
 
 
 def installed_torch(python: str) -> str:
@@ -124,31 +139,16 @@ def installed_torch(python: str) -> str:
                              ) from None
 
 
-def _stale(project: Project, house: Wheelhouse, combo: Combo, recipe: Recipe,
-           entry: Entry | None, *, optional: bool = False) -> bool:
-    """Missing, failed, or built from other inputs. Wheels from local trees (``path``
-    sources) and prebuilt downloads carry no version to compare: present counts as fresh
-    (``--rebuild`` rebuilds them). An optional package that failed before is not retried on
-    every run (``--rebuild`` does)."""
-    from .pipeline import BuildRequest
-    from .plan import entry_matches
-    if optional and entry is not None and entry.status == "FAILED":
-        return False
-    if entry is None or entry.status not in ("compiled", "prebuilt", "skipped"):
-        return True
-    if entry.status == "skipped":
-        return False        # recorded as not applicable (no kernels for these arches)
-    if not (house.dir / entry.wheel).is_file():
-        return True
-    if recipe.source.path or recipe.kind == "prebuilt" or entry.status == "prebuilt":
-        return False
-    return not entry_matches(project, combo, BuildRequest(combo=combo), recipe, entry)
-
-
 def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
     out.print(Text(f"cuforge setup {p.stack.name} (dry run): combo {p.combo.id}, torch "
                    f"{p.combo.torch}, arches {p.combo.arches}", style="bold"))
-    out.print(Text(f"1. build: {', '.join(p.to_build) or 'nothing (wheelhouse up to date)'}"))
+    if req.no_build:
+        out.print(Text("1. build: nothing (--no-build); missing: "
+                       f"{', '.join(p.missing) or 'none'}"))
+    else:
+        out.print(Text(f"1. build: {', '.join(p.to_build)} and their dependencies, except wheels "
+                       f"already up to date (same plan key); missing now: "
+                       f"{', '.join(p.missing) or 'none'}"))
     out.print(Text(f"2. venv {req.venv}: {'reuse' if (req.venv / 'pyvenv.cfg').exists() else 'create'}"
                    f"; torch {p.combo.torch} "
                    + (f"from {p.combo.interpreter} (.pth)" if p.combo.interpreter else "via uv")))
@@ -159,7 +159,7 @@ def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> No
     out.print(Text(f"4. patch set {p.stack.patch_set} on {req.checkout}:"))
     _patch(project, req, p.stack, out)
     out.print(Text(f"5. {env_file(req.venv, p.stack.name)}:"))
-    out.print(Text(env_file_text(p.stack).rstrip(), style="dim"))
+    out.print(Text(env_file_text(p.stack).rstrip(), style="dim"), soft_wrap=True)  # copyable
     out.print(Text(f"6. model stage: import {', '.join(names)} together, then "
                    f"{p.stack.model_check or 'no forward check'}"))
 
@@ -167,10 +167,12 @@ def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> No
 # -- steps -----------------------------------------------------------------------------------
 def _build(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
     from .pipeline import BuildRequest, build
-    out.print(Text(f"building first (missing or out of date): {', '.join(p.to_build)}"))
+    out.print(Text(f"wheels: building what is missing or out of date (missing now: "
+                   f"{', '.join(p.missing) or 'none'})"))
     # keep going: an optional package's failure must not stop the others
     outcome = build(project, BuildRequest(combo=p.combo, packages=p.to_build, jobs=req.jobs,
-                                          rebuild=req.rebuild, keep_going=True))
+                                          rebuild=req.rebuild, keep_going=True,
+                                          src_overrides=req.src_overrides))
     needed = [e.package for e in outcome.failed if e.package in p.required]
     if needed:
         raise BuildError(f"the {p.stack.name} stack needs {', '.join(needed)}, which failed to "
