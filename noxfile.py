@@ -64,3 +64,4 @@ def bench(session: nox.Session) -> None:
     side, nvcc -t (bench/build_speed.py; `-- --help` for the options)."""
     session.install("-e", ".")
     session.run("python", "bench/build_speed.py", *session.posargs)
+    session.run("python", "bench/cache_speed.py")   # warm vs cold compiler cache (the demo)

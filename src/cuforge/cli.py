@@ -80,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="rebuild packages whose wheel in the wheelhouse is up to date")
     b.add_argument("--one-at-a-time", action="store_true",
                    help="build packages one after another (default: side by side when free)")
+    b.add_argument("--cache", default="", metavar="off|local|DIR|redis://HOST:PORT",
+                   help="compiler cache storage (default: envs/cache.toml, $CUFORGE_CACHE)")
     b.set_defaults(func=_cmd_build)
 
     m = sub.add_parser("matrix", parents=[common],
@@ -213,6 +215,7 @@ def _src_overrides(items: list[str]) -> tuple[tuple[str, Path], ...]:
 
 def _cmd_build(args) -> int:
     from .pipeline import BuildRequest, build
+    from .compiler_cache import parse_spec
     from .platforms import require_native
     from .toolchain import default_jobs
     if args.jobs is not None and args.jobs < 1:
@@ -229,7 +232,8 @@ def _cmd_build(args) -> int:
         keep_going=args.keep_going, src_overrides=_src_overrides(args.src),
         prefer_prebuilt=not args.force_source, arch_policy=args.arch_policy,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild,
-        one_at_a_time=args.one_at_a_time)
+        one_at_a_time=args.one_at_a_time,
+        cache=parse_spec(args.cache, "--cache") if args.cache else "")
     outcome = build(_project(args), req)
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)

@@ -46,6 +46,7 @@ class Combo:
     host_cxx: str = ""                      # pinned host C++ compiler (else CXX, else g++)
     host_cc: str = ""                       # its C sibling (default: derived from host_cxx)
     host_fallbacks: tuple[str, ...] = ()    # tried when the default links libstdc++ statically
+    cache: str = ""                         # compiler cache storage (envs/cache.toml spec)
 
     @property
     def target(self) -> platforms.Platform:
@@ -175,6 +176,7 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
         ci=bool(row.get("ci", True)),
         host_cxx=row.get("host_cxx", ""),
         host_cc=row.get("host_cc", ""),
+        cache=row.get("cache", ""),
     )
 
 

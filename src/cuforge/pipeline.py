@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from . import faults, runner, sources, syslibs, venv
+from . import compiler_cache, faults, runner, sources, syslibs, venv
 from .combos import Combo
 from .console import BuildProgress, live_progress, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
@@ -44,6 +44,7 @@ class BuildRequest:
     skip_smoke: bool = False
     rebuild: bool = False          # rebuild packages whose wheel is up to date
     one_at_a_time: bool = False    # packages one after another, each with every job
+    cache: str = ""                # compiler cache override: off | local | <dir> | redis://...
 
 
 @dataclass
@@ -102,6 +103,7 @@ class Executor:
         self.house = Wheelhouse(plan.wheel_dir)
         self.house.recover()   # finish or undo a publish that a killed run left half-done
         self.env_lock = threading.Lock()
+        self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
         self.side_by_side = sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
 
     def run(self) -> Outcome:
@@ -189,7 +191,8 @@ class Executor:
             build_seconds=seconds, log=str(log),
             reason="; ".join(filter(None, (note, recipe.arches.explain(self.plan.combo.arches,
                                                                        pkg.policy)))),
-            recipe_digest=recipe_digest(self.project, recipe), plan_key=pkg.key)
+            recipe_digest=recipe_digest(self.project, recipe), plan_key=pkg.key,
+            compiler_cache=self.cache_reports[pkg.name].as_dict() if how == "compiled" else {})
         self.house.publish(wheel, entry)
         console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
                       f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
@@ -207,11 +210,13 @@ class Executor:
                 wheel, checks, embedded = got
                 return wheel, "prebuilt", checks, embedded, ""
             console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(note)}; compiling instead")
-        for action in pkg.actions:
-            if action.kind == "verify":
-                break
-            say(action.what)
-            self._do(pkg, action, log)
+        with compiler_cache.serve(pkg.cache, pkg.cache_off, log, say=console.print) as cached:
+            self.cache_reports[pkg.name] = cached
+            for action in pkg.actions:
+                if action.kind == "verify":
+                    break
+                say(action.what)
+                self._do(pkg, action, log)
         wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
         say("verifying")
         checks, embedded = self._verify(pkg, wheel, log)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import sources
+from . import compiler_cache, sources
 from .arches import ArchList, check_supported
 from .build import BuildJob, steps_for
+from .compiler_cache import ActiveCache
 from .combos import Combo
 from .errors import ConfigError
 from .fingerprint import files_digest, key_of, tree_digest
@@ -63,6 +64,8 @@ class PackagePlan:
     inputs: tuple[tuple[str, str], ...]   # named digests the key is made of
     key: str                   # equal key: the wheel in the wheelhouse is this build's output
     source_key: str            # equal: the fetched tree and its build dir are kept (resume)
+    cache: ActiveCache | None = None   # the compiler cache its compile runs under
+    cache_off: str = ""                # why it has none (manifest note)
 
     @property
     def name(self) -> str:
@@ -149,6 +152,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     patch_sets = recipe.patches + (recipe.arches.native_patches if policy == "native" else ())
 
     prebuilt: tuple[Action, ...] = ()
+    cache, cache_off, uncached = None, "", {}
     if req.prefer_prebuilt and recipe.prebuilt and recipe.kind != "prebuilt":
         prebuilt = (_clean(work / "prebuilt"),
                     *_run_all(download_steps(env, recipe, archs, work / "prebuilt", env_vars,
@@ -181,9 +185,14 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                                   + ", ".join(recipe.depends) + " from this combo's wheelhouse "
                                   "(pip install --no-deps --force-reinstall)", shares_env=True))
         actions.append(_clean(work / "dist"))
+        cache, cache_off = compiler_cache.plan_for(project, combo, getattr(req, "cache", ""),
+                                                   recipe)
         job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
-                       req.verbose, project.root / "native" / "cmake", defines)
-        actions += _run_all(steps_for(job))
+                       req.verbose, project.root / "native" / "cmake", defines, cache)
+        built = steps_for(job)
+        actions += _run_all(built)
+        # the key sees the build as it runs without a cache: a launcher changes speed only
+        uncached = dict(zip(built, steps_for(replace(job, cache=None)))) if cache else {}
     actions.append(Action("verify", "verify (abi, symbols, cudart, fatbin, import, smoke) "
                           "after installing the wheel's runtime requirements"))
 
@@ -196,13 +205,13 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
               "recipe": recipe_digest(project, recipe),
               "arches": archs.torch(), "policy": policy, "skip": skip,
               "torch": combo.torch, "python": combo.python, "cuda": str(env.toolkit.version),
-              "commands": key_of({f"{i}": _step_identity(a.step) for i, a in
-                                  enumerate((*prebuilt, *actions)) if a.step}),
+              "commands": key_of({f"{i}": _step_identity(uncached.get(a.step, a.step))
+                                  for i, a in enumerate((*prebuilt, *actions)) if a.step}),
               "build_requires": " ".join(recipe.build_requires)}
     inputs.update({f"dep:{d}": planned[d].key for d in recipe.depends if d in planned})
     return PackagePlan(recipe, archs, policy, skip, work, src, jobs, env_vars, prebuilt,
                        tuple(actions), tuple(sorted(inputs.items())), key_of(inputs),
-                       key_of(source_inputs))
+                       key_of(source_inputs), cache, cache_off)
 
 
 def _clean(path: Path) -> Action:

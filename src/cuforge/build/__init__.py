@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..arches import ArchList
+from ..compiler_cache import ActiveCache
 from ..recipes import Recipe
 from . import cmake, prebuilt, setuptools
 
@@ -26,6 +27,7 @@ class BuildJob:
     verbose: bool = False
     cmake_dir: Path | None = None   # native/cmake: shared CMake modules for our projects
     defines: tuple[tuple[str, str], ...] = ()   # CMake variables (e.g. TETRA_SOURCE_DIR)
+    cache: ActiveCache | None = None   # the package's sccache server; None: no compiler cache
 
 
 KINDS: dict[str, ModuleType] = {"setuptools": setuptools, "cmake": cmake, "prebuilt": prebuilt}

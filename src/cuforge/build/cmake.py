@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from ..runner import Step
 
+LANGUAGES = ("C", "CXX", "CUDA")
+
 
 def steps(job) -> list[Step]:
     settings = {
@@ -16,6 +18,11 @@ def steps(job) -> list[Step]:
         "cmake.build-type": "Release",
         "cmake.define.CUFORGE_CMAKE_DIR": str(job.cmake_dir),
     }
+    # Always defined (empty without a cache): the persistent build dir's CMakeCache.txt must
+    # not keep a launcher from an earlier build with the cache on.
+    launcher = str(job.cache.sccache) if job.cache else ""
+    settings.update({f"cmake.define.CMAKE_{lang}_COMPILER_LAUNCHER": launcher
+                     for lang in LANGUAGES})
     settings.update({f"cmake.define.{k}": v for k, v in job.defines})
     # verbose always: the full compiler output belongs in the package's log
     settings["build.verbose"] = "true"
@@ -23,4 +30,15 @@ def steps(job) -> list[Step]:
             "--disable-pip-version-check", "-w", str(job.out_dir)]
     argv += [f"--config-settings={k}={v}" for k, v in settings.items()]
     argv += [*job.recipe.pip_args, str(job.src_dir)]
-    return [Step(tuple(argv), job.env, description=f"build {job.recipe.name} (cmake)")]
+    env = {**dict(job.env), **launcher_env(job.cache)}
+    return [Step(tuple(argv), tuple(sorted(env.items())),
+                 description=f"build {job.recipe.name} (cmake)")]
+
+
+def launcher_env(cache) -> dict[str, str]:
+    """The server's settings, and the launcher as CMake's environment default too, for CMake
+    projects configured by a package's own setup.py."""
+    if cache is None:
+        return {}
+    return {**dict(cache.env),
+            **{f"CMAKE_{lang}_COMPILER_LAUNCHER": str(cache.sccache) for lang in LANGUAGES}}

