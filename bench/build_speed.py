@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
 import shlex
 import shutil
@@ -75,7 +76,7 @@ def nvcc_rows(nvcc: str, repeat: int) -> list[tuple]:
                 times[t].append(compile_once(nvcc, t, Path(tmp) / f"k{t}.o")[0])
     one, many = statistics.median(times[1]), statistics.median(times[threads])
     arches = " ".join(NVCC_ARCHES)
-    return [(f"nvcc -t {threads} vs -t 1", "demo kernels.cu", arches, many, one)]
+    return [(f"nvcc -t {threads} / -t 1", "demo kernels.cu", arches, many, one)]
 
 
 # ---- cuforge builds ------------------------------------------------------------------------
@@ -110,9 +111,15 @@ class Bench:
         if (own / "cache").is_dir():
             (self.state / "cuforge" / "cache").symlink_to(own / "cache")
 
+    def objects(self, package: str) -> int:
+        """Compiled objects in the package's work dir (its build dirs)."""
+        return sum(1 for work in (self.state / "cuforge" / "work").glob(f"*/{package}")
+                   for _ in work.rglob("*.o"))
+
     def cuforge(self, packages: list[str], *extra: str, env: dict | None = None,
-                kill_after: float | None = None) -> tuple[float, str]:
-        """Run ``cuforge build``; return (wall seconds, stderr)."""
+                kill_when=None) -> tuple[float, str]:
+        """Run ``cuforge build``; return (wall seconds, output). ``kill_when()`` true: the
+        build is stopped with SIGTERM (as a user's Ctrl-C)."""
         argv = [sys.executable, "-m", "cuforge", "build", "--combo", self.args.combo,
                 "--only", ",".join(packages), "--cuda-arch", self.args.cuda_arch,
                 "--force-source", "--skip-smoke", *extra]
@@ -124,12 +131,13 @@ class Bench:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
-        try:
-            stdout, stderr = proc.communicate(timeout=kill_after)
-        except subprocess.TimeoutExpired:
+        if kill_when is not None:
+            while proc.poll() is None and not kill_when():
+                time.sleep(0.2)
             proc.send_signal(signal.SIGTERM)
             stdout, stderr = proc.communicate()
             return time.perf_counter() - start, stderr
+        stdout, stderr = proc.communicate()
         if proc.returncode != 0:
             raise SystemExit(f"cuforge failed ({proc.returncode}):\n{stderr[-3000:]}")
         return time.perf_counter() - start, stdout + stderr
@@ -204,27 +212,35 @@ def main() -> None:
             cold = bench.cold([pkg])
             out.print(f"cold build of {pkg}: {cold:.1f} s")
             if "manual" in wanted:
-                rows.append(("cuforge cold vs pip wheel by hand", pkg, arches, cold,
+                rows.append(("cuforge cold / pip wheel by hand", pkg, arches, cold,
                              bench.by_hand(pkg)))
             if "noop" in wanted:
-                rows.append(("no-op rerun vs cold", pkg, arches, bench.cuforge([pkg])[0], cold))
+                secs, text = bench.cuforge([pkg])
+                env_check = re.search(r"env (?:reused|created) in ([\d.]+) s", text)
+                rows.append(("no-op rerun / cold", pkg, arches, secs, cold))
+                if env_check:
+                    rows.append(("no-op less the env check / cold", pkg, arches,
+                                 secs - float(env_check[1]), cold))
             if "warm" in wanted:
                 env, _ = bench.dry_run_env(pkg)
-                label = "warm (compiler cache) vs cold" if has_launcher(env) else \
-                    "warm vs cold (no compiler cache in the build env)"
+                label = "warm (compiler cache) / cold" if has_launcher(env) else \
+                    "warm / cold (no compiler cache in the env)"
                 bench.wipe([pkg])
                 rows.append((label, pkg, arches, bench.cuforge([pkg], "--rebuild")[0], cold))
             if "resume" in wanted:
+                total = bench.objects(pkg)       # what the cold build compiled
                 bench.wipe([pkg])
-                bench.cuforge([pkg], "--rebuild", kill_after=cold / 2)
-                rows.append(("resumed after a kill at cold/2 vs cold", pkg, arches,
-                             bench.cuforge([pkg], "--rebuild")[0], cold))
+                bench.cuforge([pkg], "--rebuild",
+                              kill_when=lambda: bench.objects(pkg) >= max(1, total // 2))
+                rows.append((f"resumed / cold (killed at {bench.objects(pkg)}/{total} "
+                             "objects)", pkg, arches, bench.cuforge([pkg], "--rebuild")[0],
+                             cold))
             if "side" in wanted:
                 group = [p for p in args.set.split(",") if p] or [pkg]
                 serial = _one_at_a_time(bench, group)
                 side = bench.cold(group)
-                what = ("extensions side by side vs one at a time" if len(group) == 1 else
-                        "packages side by side vs one at a time")
+                what = ("extensions side by side / one at a time" if len(group) == 1 else
+                        "packages side by side / one at a time")
                 rows.append((what, ",".join(group), arches, side, serial))
     if "nvcc" in wanted:
         rows += nvcc_rows(args.nvcc, args.repeat)
@@ -233,7 +249,7 @@ def main() -> None:
         table.add_column(col)
     for what, name, arch, secs, base in rows:
         table.add_row(what, name, arch, f"{secs:.1f}", f"{base:.1f}", f"{secs / base:.2f}")
-    out.print(table)
+    Console(width=max(out.width, 140)).print(table)
     print(json.dumps([dict(zip(("measurement", "package", "arches", "seconds", "baseline"),
                                r)) | {"machine": machine} for r in rows]))
 
