@@ -96,10 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cuda-arch", default="", help="default: the combo's arches")
     args = p.parse_args(argv)
     env_dir = combo_env(args.combo)
-    rows = [measure(pkg, args.combo, args.cuda_arch, env_dir)
-            for pkg in args.only.split(",") if pkg]
+    rows = []
+    for pkg in (p for p in args.only.split(",") if p):
+        rows.append(measure(pkg, args.combo, args.cuda_arch, env_dir))
+        print(json.dumps(rows[-1]), flush=True)   # each row as soon as it is measured
     Console().print(table(rows))
-    print(json.dumps(rows))
     return 0
 
 
