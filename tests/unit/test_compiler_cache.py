@@ -1,5 +1,5 @@
 """Compiler-cache configuration and the launcher each build kind gets (no compiles here; the
-real builds are in tests/integration/test_compiler_cache.py)."""
+real builds are in tests/integration/test_compiler_cache_builds.py)."""
 
 from __future__ import annotations
 
