@@ -102,6 +102,7 @@ class Executor:
                                                                      log_dir)
         self.house = Wheelhouse(plan.wheel_dir)
         self.house.recover()   # finish or undo a publish that a killed run left half-done
+        self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
         self.env_lock = threading.Lock()
         self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
         self.side_by_side = sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
@@ -192,7 +193,8 @@ class Executor:
             reason="; ".join(filter(None, (note, recipe.arches.explain(self.plan.combo.arches,
                                                                        pkg.policy)))),
             recipe_digest=recipe_digest(self.project, recipe), plan_key=pkg.key,
-            compiler_cache=self.cache_reports[pkg.name].as_dict() if how == "compiled" else {})
+            compiler_cache=self.cache_reports[pkg.name].as_dict() if how == "compiled" else {},
+            runtime_installed=self.runtime.get(wheel.name, []))
         self.house.publish(wheel, entry)
         console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
                       f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
@@ -324,14 +326,13 @@ class Executor:
         return checks, embedded_arches(wheel)
 
     def _install_runtime_requirements(self, wheel: Path, log: Path) -> None:
-        from packaging.requirements import Requirement
-        reqs = [r for r in runtime_requirements(wheel)
-                if Requirement(r).name.lower() != "torch"]
-        if reqs:   # already-satisfied ones cost nothing; the combo's torch is never touched
+        from .runtimedeps import install_step, split
+        reqs, _ = split(runtime_requirements(wheel), load_recipes(self.project))
+        self.runtime[wheel.name] = reqs   # recorded in the manifest line
+        if reqs:   # torch and wheelhouse packages never come from an index (runtimedeps)
             with self.env_lock:
-                run(Step((str(self.env.python), "-m", "pip", "install",
-                          "--disable-pip-version-check", *reqs),
-                         description=f"runtime requirements of {wheel.name}"), log=log)
+                run(install_step(self.env.python, wheel.name, reqs, self.env.info.torch),
+                    log=log)
 
 
 def _names(plan: Plan) -> set[str]:

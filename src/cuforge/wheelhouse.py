@@ -53,6 +53,7 @@ class Entry:
     log: str = ""
     reason: str = ""
     recipe_digest: str = ""            # recipe + patch files; a change makes the wheel stale
+    runtime_installed: list[str] = field(default_factory=list)   # Requires-Dist verify installed
     plan_key: str = ""                 # the build plan's key (cuforge.plan): equal = up to date
     compiler_cache: dict = field(default_factory=dict)   # storage, hits, misses, hit_rate
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -30,7 +30,7 @@ class slow_build_ext(build_ext):
             time.sleep(float(os.environ["TINYEXT_SLEEP"]))
 
 setup(name="tinyext", version="1.0", packages=["tinyext"], cmdclass={"build_ext": slow_build_ext},
-      ext_modules=[Extension("tinyext._c", ["tinyext/_c.cpp"])])
+      ext_modules=[Extension("tinyext._c", ["tinyext/_c.cpp"])], install_requires=REQUIRES)
 """
 EXT = """#include <Python.h>
 static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_c", 0, -1, 0};
@@ -55,10 +55,10 @@ why = "the second file"
 '''
 
 
-def make_sdist(where: Path) -> tuple[Path, str]:
+def make_sdist(where: Path, requires: tuple[str, ...] = ()) -> tuple[Path, str]:
     tree = where / "tinyext-1.0"
     (tree / "tinyext").mkdir(parents=True)
-    (tree / "setup.py").write_text(SETUP)
+    (tree / "setup.py").write_text(f"REQUIRES = {list(requires)!r}\n" + SETUP)
     (tree / "tinyext" / "__init__.py").write_text("from . import _c\nPATCHED = False\n")
     (tree / "tinyext" / "_c.cpp").write_text(EXT)
     archive = where / "tinyext-1.0.tar.gz"
@@ -68,9 +68,10 @@ def make_sdist(where: Path) -> tuple[Path, str]:
     return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
-def make_project(tmp_path: Path) -> Path:
-    """``tmp_path/proj``: envs/ from the repo, recipes/tinyext.toml, patches/tinyext/."""
-    archive, digest = make_sdist(tmp_path)
+def make_project(tmp_path: Path, requires: tuple[str, ...] = ()) -> Path:
+    """``tmp_path/proj``: envs/ from the repo, recipes/tinyext.toml, patches/tinyext/; the
+    package's Requires-Dist is ``requires``."""
+    archive, digest = make_sdist(tmp_path, requires)
     proj = tmp_path / "proj"
     shutil.copytree(ROOT / "envs", proj / "envs")
     (proj / "recipes").mkdir()
