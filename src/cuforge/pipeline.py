@@ -275,7 +275,7 @@ class Executor:
                 raise BuildError(f"{pkg.name} needs {dep}, which has no wheel in the wheelhouse",
                                  hint=f"build it first: --only {pkg.name} builds its "
                                  "dependencies")
-            wheels.append(str(self.house.dir / entry.wheel))
+            wheels.append(str(self.house.verified(entry)))   # the bytes its line recorded
         return Step((str(self.env.python), "-m", "pip", "install", "--no-deps",
                      "--force-reinstall", "--disable-pip-version-check", *wheels),
                     description=f"install the dependencies of {pkg.name}")

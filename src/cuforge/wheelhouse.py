@@ -24,7 +24,7 @@ from filelock import FileLock
 
 from . import faults
 from .digest import sha256_of  # noqa: F401  (re-exported: the manifest's wheel hash)
-from .errors import WheelhouseError
+from .errors import VerifyError, WheelhouseError
 
 MANIFEST = "manifest.jsonl"
 TABLE = "manifest.txt"
@@ -125,6 +125,17 @@ class Wheelhouse:
                 "nothing was published",
                 hint="free disk space there (or point CUFORGE_WHEELHOUSE elsewhere) and run "
                 "the same command again") from None
+
+    def verified(self, entry: Entry) -> Path:
+        """The path of ``entry``'s wheel, after checking it still has the sha256 its manifest
+        line recorded (installing a wheel altered after verification must fail closed)."""
+        path = self.dir / entry.wheel
+        digest = sha256_of(path) if path.is_file() else "missing"
+        if digest != entry.wheel_sha256:
+            raise VerifyError(f"{path}: sha256 {digest}, but its manifest line recorded "
+                              f"{entry.wheel_sha256}: it changed after it was verified",
+                              hint=f"rebuild it: cuforge build --only {entry.package} --rebuild")
+        return path
 
     def entries(self) -> list[Entry]:
         path = self.dir / MANIFEST

@@ -107,3 +107,36 @@ def test_runtime_requirements_are_read_from_the_wheel(tmp_path):
                     "Requires-Dist: scipy\nRequires-Dist: pytest ; extra == \"test\"\n"
                     "Requires-Dist: pywin32 ; sys_platform == \"win32\"\n")
     assert runtime_requirements(wheel) == ["scipy"]
+
+
+def test_a_wheel_altered_after_publishing_is_refused_for_install(tmp_path):
+    import pytest
+
+    from cuforge.errors import VerifyError
+    house = Wheelhouse(tmp_path / "wh")
+    wheel = _wheel(tmp_path / "dep-1.0-py3-none-any.whl", b"x = 1\n")
+    entry = house.publish(wheel, Entry(package="dep", status="compiled", wheel=wheel.name,
+                                       wheel_sha256=sha256_of(wheel)))
+    assert house.verified(entry) == tmp_path / "wh" / wheel.name
+    _wheel(tmp_path / "wh" / wheel.name, b"x = 2\n")      # swapped behind cuforge's back
+    with pytest.raises(VerifyError, match="changed after it was verified"):
+        house.verified(entry)
+
+
+def test_recover_rolls_a_written_line_forward_and_drops_an_unlisted_copy(tmp_path):
+    house = Wheelhouse(tmp_path / "wh")
+    wheel = _wheel(tmp_path / "a-1.0-py3-none-any.whl", b"a = 1\n")
+    house.dir.mkdir(parents=True)
+    # a publish killed after its line: the complete copy waits under its hidden name
+    (house.dir / f".incoming-{wheel.name}.part").write_bytes(wheel.read_bytes())
+    house._append(Entry(package="a", status="compiled", wheel=wheel.name,
+                        wheel_sha256=sha256_of(wheel)))
+    # a publish killed before its line, and a torn last line (power loss)
+    (house.dir / ".incoming-b-1.0-py3-none-any.whl.part").write_bytes(b"partial")
+    with open(house.dir / "manifest.jsonl", "a") as f:
+        f.write('{"package": "c", "sta')
+    house.recover()
+    assert (house.dir / wheel.name).read_bytes() == wheel.read_bytes()
+    assert not list(house.dir.glob(".incoming-*"))
+    assert [e.package for e in house.entries()] == ["a"]
+    assert "a-1.0-py3-none-any.whl" in (house.dir / "manifest.txt").read_text()
