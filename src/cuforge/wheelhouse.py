@@ -1,11 +1,11 @@
 """The wheelhouse: wheels plus a manifest, written atomically under a lock.
 
-Publishing is a small journal: the wheel is copied in full to ``.incoming-<wheel>``, then its
-manifest line is appended (one ``write`` of a whole line, then ``fsync``), then the copy is
+Publishing is a small journal: the wheel is copied in full to ``.incoming-<wheel>.part``, then
+its manifest line is appended (one ``write`` of a whole line, then ``fsync``), then the copy is
 renamed into place. A process killed anywhere in between leaves either an ``.incoming-`` copy
 without a line (deleted by the next ``recover``) or a line whose complete copy still waits
-(renamed in by the next ``recover``): never a visible wheel without its verified line, nor a
-torn line. The readable table ``manifest.txt`` is regenerated to a temporary file and renamed.
+(renamed in by the next ``recover``, which checks the copy's sha256 against the line first):
+never a visible wheel without its verified line, nor a torn line. The readable table ``manifest.txt`` is regenerated to a temporary file and renamed.
 A full disk (or a file-size limit) while publishing undoes the partial work and raises
 :class:`~cuforge.errors.WheelhouseError`.
 """
@@ -79,7 +79,7 @@ class Wheelhouse:
             incoming = None
             if wheel is not None:
                 incoming = self.dir / f"{INCOMING}{wheel.name}.part"   # not *.whl: unseen
-                self._guard(incoming, lambda: _copy_synced(wheel, incoming))
+                self._guard(incoming, lambda: shutil.copyfile(wheel, incoming))
             self._guard(incoming, lambda: self._append(entry))
             faults.point("publish")
             if incoming is not None:
@@ -98,8 +98,11 @@ class Wheelhouse:
         manifest, table = self.dir / MANIFEST, self.dir / TABLE
         if not manifest.exists():
             return
-        data = manifest.read_bytes()
-        if data and not data.endswith(b"\n"):    # a torn last line (power loss): drop it
+        with open(manifest, "rb") as f:
+            torn = f.seek(0, os.SEEK_END) > 0 and f.seek(-1, os.SEEK_END) >= 0 \
+                and f.read(1) != b"\n"
+        if torn:    # a torn last line (power loss): drop it
+            data = manifest.read_bytes()
             self._rewrite_manifest(data[:data.rfind(b"\n") + 1])
         incoming = sorted(self.dir.glob(f"{INCOMING}*"))
         latest = {e.wheel: e for e in self.entries() if e.wheel} if incoming else {}
@@ -196,10 +199,3 @@ class Wheelhouse:
         faults.point("manifest")
         os.replace(tmp, self.dir / MANIFEST)
 
-
-def _copy_synced(src: Path, dest: Path) -> None:
-    """Copy ``src`` to ``dest`` and flush it to disk (a complete copy is the journal's promise)."""
-    with open(src, "rb") as fin, open(dest, "wb") as fout:
-        shutil.copyfileobj(fin, fout)
-        fout.flush()
-        os.fsync(fout.fileno())
