@@ -24,18 +24,22 @@ def child() -> None:
                         torch.randint(0, 2, (40,), generator=gen).float()]).int()
     n = len(xyz)
     d = torch.cdist(xyz.double(), xyz.double())
-    if ((d - RADIUS).abs() < 1e-5).any():
-        sys.exit("fail: test data has a pair exactly at the radius; change the seed")
+    # The kernel compares float32 distances: a pair this close to the radius may fall either way
+    # (with ~24k pairs some always do, whatever the seed), so it may differ there and nowhere else.
+    ambiguous = (d - RADIUS).abs() < 1e-4
 
     idx, start_len = ballquery_batch_p(xyz.cuda(), torch.zeros(n, dtype=torch.int32).cuda(),
                                        torch.tensor([0, n], dtype=torch.int32).cuda(),
                                        RADIUS, 64)
     idx, start_len = idx.cpu(), start_len.cpu()
+    neighbours = []
     for i in range(n):
         s, length = start_len[i].tolist()
         got = set(idx[s:s + length].tolist())
         want = set(torch.nonzero(d[i] < RADIUS).flatten().tolist())
-        assert got == want, f"ball query of point {i}: {sorted(got ^ want)} differ"
+        wrong = {j for j in got ^ want if not ambiguous[i, j]}
+        assert not wrong, f"ball query of point {i}: {sorted(wrong)} differ"
+        neighbours.append(got)
 
     cluster_idxs, offsets = bfs_cluster(labels, idx.int().contiguous(),
                                         start_len.int().contiguous(), THRESHOLD)
@@ -48,9 +52,10 @@ def child() -> None:
             parent[i] = parent[parent[i]]
             i = parent[i]
         return i
-    for i, j in torch.nonzero(d < RADIUS).tolist():
-        if labels[i] == labels[j]:
-            parent[root(i)] = root(j)
+    for i in range(n):                                  # on the graph the kernel returned
+        for j in neighbours[i]:
+            if labels[i] == labels[j]:
+                parent[root(i)] = root(j)
     groups: dict[int, set[int]] = {}
     for i in range(n):
         groups.setdefault(root(i), set()).add(i)
