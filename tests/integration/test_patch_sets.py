@@ -25,6 +25,7 @@ TREES = {
     "diff-gaussian-rasterization_ms": "milo/submodules/diff-gaussian-rasterization_ms",
     "diff-gaussian-rasterization_gof": "milo/submodules/diff-gaussian-rasterization_gof",
     "simple-knn": "milo/submodules/simple-knn",
+    "swin3d": "swin3d",
 }
 
 
