@@ -117,6 +117,6 @@ def test_a_platform_without_runners_is_a_config_error(tmp_path):
 
 def _copy_project(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
-    for part in ("envs", "recipes", "smoke", ".github"):
+    for part in ("envs", "recipes", "patches", "smoke", ".github"):
         shutil.copytree(PROJECT.root / part, root / part)
     return root
