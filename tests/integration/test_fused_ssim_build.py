@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from gitrepo import git
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "upstream" / "milo"
@@ -32,24 +33,15 @@ pytestmark = [
 ]
 
 
-def _git(repo: Path, *args: str) -> str:
-    who = {"NAME": "fixture", "EMAIL": "fixture@example.invalid"}
-    env = {**os.environ, **{f"GIT_{role}_{k}": v for role in ("AUTHOR", "COMMITTER")
-                            for k, v in who.items()},
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fused-ssim")
     repo = tmp / "MILo"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    _git(repo, "init", "--quiet", "--initial-branch=main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "fixture: MILo-shaped tree")
-    commit, url = _git(repo, "rev-parse", "HEAD"), repo.as_uri()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "fixture: MILo-shaped tree")
+    commit, url = git(repo, "rev-parse", "HEAD"), repo.as_uri()
 
     text = RECIPE.read_text()
     upstream = tomllib.loads(text)["source"]

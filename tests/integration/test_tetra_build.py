@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from gitrepo import git
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "upstream" / "milo_tetra"
@@ -39,15 +40,6 @@ pytestmark = [
 ]
 
 
-def _git(repo: Path, *args: str) -> str:
-    who = {"NAME": "fixture", "EMAIL": "fixture@example.invalid"}
-    env = {**os.environ, **{f"GIT_{role}_{k}": v for role in ("AUTHOR", "COMMITTER")
-                            for k, v in who.items()},
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()
-
-
 def _milo_repo(tmp: Path) -> tuple[Path, str]:
     """A MILo-shaped git repo holding the fixture at submodules/tetra_triangulation.
 
@@ -56,10 +48,10 @@ def _milo_repo(tmp: Path) -> tuple[Path, str]:
     ninja reuse the objects of an earlier build of other fixture text."""
     repo = tmp / "MILo"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    _git(repo, "init", "--quiet", "--initial-branch=main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "fixture: MILo-shaped tree with tetra_triangulation")
-    return repo, _git(repo, "rev-parse", "HEAD")
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "fixture: MILo-shaped tree with tetra_triangulation")
+    return repo, git(repo, "rev-parse", "HEAD")
 
 
 def _project(tmp: Path, url: str, commit: str) -> Path:
