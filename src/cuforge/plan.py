@@ -158,7 +158,9 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
         skip = (f"none of the requested arches {combo.arches} has kernels in {recipe.name} "
                 f"(it has: {' '.join(recipe.arches.supported)})")
     src = source_root(recipe.source, work / "src")
-    defines = tuple((var, str(work / "extra" / var)) for var, _ in recipe.extra_sources)
+    # an extra git source with a subdir (MILo's submodules/tetra_triangulation) is that subdir
+    defines = tuple((var, str(source_root(extra, work / "extra" / var)))
+                    for var, extra in recipe.extra_sources)
     env_vars = tuple(sorted({**dict(job_env(env, recipe, archs, jobs)), **dict(defines)}.items()))
     patch_sets = recipe.patches + (recipe.arches.native_patches if policy == "native" else ())
 
