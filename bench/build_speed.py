@@ -85,7 +85,10 @@ class Bench:
     def __init__(self, args, state: Path) -> None:
         self.args, self.state = args, state
         self.project = state / "project"
-        self.wheelhouse = state / "wheelhouse"
+        self.wheelhouse = Path(args.wheelhouse) if args.wheelhouse else state / "wheelhouse"
+        # Every row but warm runs without a compiler cache: a store seeded by an earlier row
+        # would turn "cold", "resumed" and "side by side" into cache hits.
+        self.cache_dir = state / "sccache"
         self._make_project()
 
     def _make_project(self) -> None:
@@ -117,15 +120,19 @@ class Bench:
                    for _ in work.rglob("*.o"))
 
     def cuforge(self, packages: list[str], *extra: str, env: dict | None = None,
-                kill_when=None) -> tuple[float, str]:
+                kill_when=None, cached: bool = False) -> tuple[float, str]:
         """Run ``cuforge build``; return (wall seconds, output). ``kill_when()`` true: the
-        build is stopped with SIGTERM (as a user's Ctrl-C)."""
+        build is stopped with SIGTERM (as a user's Ctrl-C). ``cached``: with the bench's own
+        compiler-cache store (empty until the first cached build)."""
         argv = [sys.executable, "-m", "cuforge", "build", "--combo", self.args.combo,
                 "--only", ",".join(packages), "--cuda-arch", self.args.cuda_arch,
                 "--force-source", "--skip-smoke", *extra]
         if self.args.jobs:
             argv += ["--jobs", str(self.args.jobs)]
-        full = {**os.environ, "CUFORGE_ROOT": str(self.project),
+        for src in self.args.src:
+            argv += ["--src", src]
+        cache = str(self.cache_dir) if cached else "off"
+        full = {**os.environ, "CUFORGE_CACHE": cache, "CUFORGE_ROOT": str(self.project),
                 "CUFORGE_STATE": str(self.state / "cuforge"),
                 "CUFORGE_WHEELHOUSE": str(self.wheelhouse), "COLUMNS": "200", **(env or {})}
         start = time.perf_counter()
@@ -152,9 +159,9 @@ class Bench:
         self.wipe(packages)
         return self.cuforge(packages, "--rebuild", **kw)[0]
 
-    def dry_run_env(self, package: str) -> tuple[dict[str, str], list[str]]:
+    def dry_run_env(self, package: str, cached: bool = False) -> tuple[dict[str, str], list[str]]:
         """The build command's environment and argv, as the dry run prints them."""
-        _, text = self.cuforge([package], "--dry-run")
+        _, text = self.cuforge([package], "--dry-run", cached=cached)
         env: dict[str, str] = {}
         for line in text.splitlines():
             if line.startswith("export "):
@@ -199,6 +206,10 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(ALL), help=",".join(ALL))
     parser.add_argument("--nvcc", default=shutil.which("nvcc") or "nvcc")
     parser.add_argument("--repeat", type=int, default=1, help="nvcc -t repeats")
+    parser.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
+                        help="build NAME from a local tree (passed to every cuforge build)")
+    parser.add_argument("--wheelhouse", default="",
+                        help="keep the wheels here (default: a throw-away dir)")
     args = parser.parse_args()
     wanted = set(args.only.split(","))
     machine = (f"{platform.node()} ({os.cpu_count()} cores, "
@@ -209,7 +220,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cuforge-bench-") as tmp:
         bench = Bench(args, Path(tmp))
         if cuforge_rows:
-            cold = bench.cold([pkg])
+            cold = bench.cold([pkg], cached="warm" in wanted)   # seeds the warm row's store
             out.print(f"cold build of {pkg}: {cold:.1f} s")
             if "manual" in wanted:
                 rows.append(("cuforge cold / pip wheel by hand", pkg, arches, cold,
@@ -222,11 +233,12 @@ def main() -> None:
                     rows.append(("no-op less the env check / cold", pkg, arches,
                                  secs - float(env_check[1]), cold))
             if "warm" in wanted:
-                env, _ = bench.dry_run_env(pkg)
+                env, _ = bench.dry_run_env(pkg, cached=True)
                 label = "warm (compiler cache) / cold" if has_launcher(env) else \
                     "warm / cold (no compiler cache in the env)"
                 bench.wipe([pkg])
-                rows.append((label, pkg, arches, bench.cuforge([pkg], "--rebuild")[0], cold))
+                rows.append((label, pkg, arches,
+                             bench.cuforge([pkg], "--rebuild", cached=True)[0], cold))
             if "resume" in wanted:
                 total = bench.objects(pkg)       # what the cold build compiled
                 bench.wipe([pkg])

@@ -38,13 +38,16 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores{', ' + model if model else ''}"
 
 
-def _build(state: Path, house: Path, combo: str, package: str, arches: str) -> dict:
+def _build(state: Path, house: Path, combo: str, package: str, arches: str,
+           srcs: list[str]) -> dict:
     env = {**os.environ, "CUFORGE_STATE": str(state), "CUFORGE_WHEELHOUSE": str(house),
            "CUFORGE_CACHE": "local", "COLUMNS": "200"}
     argv = [sys.executable, "-m", "cuforge", "build", "--combo", combo, "--only", package,
             "--rebuild", "--skip-smoke", "--force-source"]
     if arches:
         argv += ["--cuda-arch", arches]
+    for src in srcs:
+        argv += ["--src", src]
     proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{package}: build failed\n{proc.stderr[-3000:]}")
@@ -53,15 +56,15 @@ def _build(state: Path, house: Path, combo: str, package: str, arches: str) -> d
     return next(e for e in reversed(entries) if e["package"] == package)
 
 
-def measure(package: str, combo: str, arches: str, env_dir: Path) -> dict:
+def measure(package: str, combo: str, arches: str, env_dir: Path, srcs: list[str]) -> dict:
     """Cold then warm build of ``package``; returns both manifest lines' cache reports."""
     with tempfile.TemporaryDirectory(prefix="cuforge-cache-bench-") as tmp:
         state, house = Path(tmp) / "state", Path(tmp) / "wh"
         (state / "envs").mkdir(parents=True)
         (state / "envs" / env_dir.name).symlink_to(env_dir)
-        cold = _build(state, house, combo, package, arches)
+        cold = _build(state, house, combo, package, arches, srcs)
         shutil.rmtree(state / "work" / env_dir.name / package)   # sources + build dirs
-        warm = _build(state, house, combo, package, arches)
+        warm = _build(state, house, combo, package, arches, srcs)
     return {"package": package, "arches": cold["arches_requested"],
             "cold": cold["compiler_cache"], "warm": warm["compiler_cache"]}
 
@@ -94,11 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="cuforge-demo", help="comma-separated packages")
     p.add_argument("--combo", default="3.11-cu130")
     p.add_argument("--cuda-arch", default="", help="default: the combo's arches")
+    p.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
+                   help="build NAME from a local tree")
     args = p.parse_args(argv)
     env_dir = combo_env(args.combo)
     rows = []
     for pkg in (p for p in args.only.split(",") if p):
-        rows.append(measure(pkg, args.combo, args.cuda_arch, env_dir))
+        rows.append(measure(pkg, args.combo, args.cuda_arch, env_dir, args.src))
         print(json.dumps(rows[-1]), flush=True)   # each row as soon as it is measured
     Console().print(table(rows))
     return 0

@@ -175,7 +175,8 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     if recipe.kind == "prebuilt":
         actions = [_clean(work / "dist"),
                    *_run_all(download_steps(env, recipe, archs, work / "dist", env_vars,
-                                            req.verbose))]
+                                            req.verbose)),
+                   *_deps(recipe)]   # verified importable: pccm imports ccimport
     else:
         actions = [Action("check", "check the system headers the recipe names")]
         actions.append(Action("fetch", f"fetch {recipe.source.describe()} into {work / 'src'}",
@@ -193,10 +194,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                 (str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
                  *recipe.build_requires),
                 description=f"build requirements of {recipe.name}"), shares_env=True))
-        if recipe.depends:
-            actions.append(Action("deps", "install the wheels of "
-                                  + ", ".join(recipe.depends) + " from this combo's wheelhouse "
-                                  "(pip install --no-deps --force-reinstall)", shares_env=True))
+        actions += _deps(recipe)
         actions.append(_clean(work / "dist"))
         cache, cache_off = compiler_cache.plan_for(project, combo, getattr(req, "cache", ""),
                                                    recipe)
@@ -225,6 +223,15 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     return PackagePlan(recipe, archs, policy, skip, work, src, jobs, env_vars, prebuilt,
                        tuple(actions), tuple(sorted(inputs.items())), key_of(inputs),
                        key_of(source_inputs), cache, cache_off)
+
+
+def _deps(recipe: Recipe) -> list[Action]:
+    """Install the wheels a package depends on into the env: its build or its import needs them."""
+    if not recipe.depends:
+        return []
+    return [Action("deps", "install the wheels of " + ", ".join(recipe.depends) + " from this "
+                   "combo's wheelhouse (pip install --no-deps --force-reinstall)",
+                   shares_env=True)]
 
 
 def _clean(path: Path) -> Action:

@@ -112,3 +112,16 @@ def test_job_shares_split_a_level_and_never_exceed_the_budget():
     assert job_shares(milo, 2) == {f"m{i}": 2 for i in range(6)}     # too few to split
     chain = [r("pccm"), r("cumm", "pccm"), r("spconv", "cumm")]
     assert job_shares(chain, 8) == {"pccm": 8, "cumm": 8, "spconv": 8}
+
+
+def test_a_prebuilt_package_gets_its_dependencies_before_verification(tmp_path):
+    """pccm's import needs ccimport: a prebuilt recipe's `depends` are installed into the env
+    before its wheel is verified, as a compiled recipe's are before its build."""
+    project, combo, env = _setup(tmp_path)
+    (project.root / "recipes" / "c.toml").write_text(
+        'kind = "prebuilt"\ndepends = ["a"]\n[prebuilt]\nrequirements = ["c==1.0"]\n'
+        'sha256 = ["' + "0" * 64 + '"]\n')
+    req = BuildRequest(combo=combo, jobs=2, packages=("c",))
+    c = make_plan(project, req, env, plan(load_recipes(project), ["c"])).package("c")
+    kinds = [a.kind for a in c.actions]
+    assert "deps" in kinds and kinds.index("deps") < kinds.index("verify")
