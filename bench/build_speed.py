@@ -132,7 +132,8 @@ class Bench:
         for src in self.args.src:
             argv += ["--src", src]
         cache = str(self.cache_dir) if cached else "off"
-        full = {**os.environ, "CUFORGE_CACHE": cache, "CUFORGE_ROOT": str(self.project),
+        full = {**os.environ, "CUFORGE_CACHE": cache, "CUFORGE_BUILD_DIR": "",
+                "CUFORGE_ROOT": str(self.project),
                 "CUFORGE_STATE": str(self.state / "cuforge"),
                 "CUFORGE_WHEELHOUSE": str(self.wheelhouse), "COLUMNS": "200", **(env or {})}
         start = time.perf_counter()

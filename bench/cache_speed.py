@@ -41,7 +41,7 @@ def machine() -> str:
 def _build(state: Path, house: Path, combo: str, package: str, arches: str,
            srcs: list[str]) -> dict:
     env = {**os.environ, "CUFORGE_STATE": str(state), "CUFORGE_WHEELHOUSE": str(house),
-           "CUFORGE_CACHE": "local", "COLUMNS": "200"}
+           "CUFORGE_CACHE": "local", "CUFORGE_BUILD_DIR": "", "COLUMNS": "200"}
     argv = [sys.executable, "-m", "cuforge", "build", "--combo", combo, "--only", package,
             "--rebuild", "--skip-smoke", "--force-source"]
     if arches:

@@ -47,6 +47,10 @@ class CacheConfig:
     spec: str = "local"
     scope: str = "combo"           # local storage: "combo" (one tree per combo env) or "shared"
     size: str = "10G"              # per package store (sccache evicts the oldest beyond it)
+    # Where packages are fetched and compiled ("" = under each clone's state dir). nvcc hands
+    # its cudafe++/cicc steps the source's absolute path, which sccache 0.16 keys on as is:
+    # one directory for every clone on a machine (or lab) makes those steps hit too.
+    build_dir: str = ""
 
     @property
     def kind(self) -> str:
@@ -90,20 +94,34 @@ def load_config(envs_dir: Path, *, combo_spec: str = "", override: str = "") -> 
             table = tomllib.loads(path.read_text()).get("cache", {})
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{path} is not valid TOML: {err}") from None
-        unknown = set(table) - {"storage", "scope", "size"}
+        unknown = set(table) - {"storage", "scope", "size", "build_dir"}
         if unknown:
             raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} in [cache]",
-                              hint="known keys: storage, scope, size")
+                              hint="known keys: storage, scope, size, build_dir")
         if table.get("scope", "combo") not in ("combo", "shared"):
             raise ConfigError(f"{path}: [cache] scope must be 'combo' or 'shared'")
         config = CacheConfig(parse_spec(table.get("storage", "local"), str(path)),
-                             table.get("scope", "combo"), str(table.get("size", config.size)))
+                             table.get("scope", "combo"), str(table.get("size", config.size)),
+                             parse_build_dir(str(table.get("build_dir", "")), str(path)))
     for spec, where in ((combo_spec, "envs/combos.toml cache"),
                         (os.environ.get("CUFORGE_CACHE", ""), "$CUFORGE_CACHE"),
                         (override, "--cache")):
         if spec:
             config = replace(config, spec=parse_spec(spec, where))
+    if os.environ.get("CUFORGE_BUILD_DIR"):
+        config = replace(config, build_dir=parse_build_dir(os.environ["CUFORGE_BUILD_DIR"],
+                                                           "$CUFORGE_BUILD_DIR"))
     return config
+
+
+def parse_build_dir(value: str, where: str) -> str:
+    """``""`` (each clone's state dir) or an absolute directory every clone builds in."""
+    value = value.strip()
+    if value and not Path(value).expanduser().is_absolute():
+        raise ConfigError(f"{where}: build_dir {value!r} is not an absolute path",
+                          hint="give one absolute directory for every clone, e.g. "
+                          "/var/tmp/cuforge-build")
+    return str(Path(value).expanduser()) if value else ""
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,13 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from rich.console import Console
 from rich.markup import escape
 
@@ -163,11 +166,16 @@ class Executor:
         return outcome
 
     def _package(self, pkg: PackagePlan) -> Entry:
-        log = self.log_dir / f"{pkg.name}.log"
-        log.write_text("")
         if pkg.skip:
             console.print(f"[yellow]skipped[/] {pkg.name}: {pkg.skip}")
             return _record_skip(self.house, self.plan.combo, pkg.recipe, pkg.skip)
+        # the work dir is ours from fetch to publish (the wheel is copied out of it)
+        with work_lock(pkg.work, console.print):
+            return self._build_and_publish(pkg)
+
+    def _build_and_publish(self, pkg: PackagePlan) -> Entry:
+        log = self.log_dir / f"{pkg.name}.log"
+        log.write_text("")
         started = time.monotonic()
         try:
             with BuildProgress(pkg.name, console, f"building for {pkg.archs} (log: {log})",
@@ -353,6 +361,23 @@ def up_to_date(house: Wheelhouse, pkg: PackagePlan) -> Entry | None:
 
 # Checks a prebuilt wheel must pass to be used (the smoke test runs afterwards as for any wheel).
 PREBUILT_GATE = ("abi", "symbols", "cudart", "fatbin", "import")
+
+
+@contextmanager
+def work_lock(work: Path, say) -> Iterator[None]:
+    """One build at a time in a package's work dir: two cuforge runs, or two clones sharing a
+    ``build_dir``, wait for each other instead of compiling into the same tree."""
+    work.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(work) + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        say(f"waiting for another build in {work}")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def reset_build_dir(work: Path, source_key: str) -> None:

@@ -92,7 +92,11 @@ def wheel_dir(project: Project, combo: Combo) -> Path:
 
 
 def work_dir(project: Project, combo: Combo, recipe: Recipe) -> Path:
-    return project.state_dir / "work" / combo.env_id / recipe.name
+    """Where ``recipe`` is fetched, patched and compiled: under the state dir, or under the
+    configured shared ``build_dir`` (one path for every clone: see compiler_cache)."""
+    shared = compiler_cache.load_config(project.envs_dir, combo_spec=combo.cache).build_dir
+    root = Path(shared) if shared else project.state_dir / "work"
+    return root / combo.env_id / recipe.name
 
 
 def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:

@@ -50,18 +50,20 @@ def _combo_env() -> Path:
 class Clone:
     """One checkout of a project: its own root, state dir and wheelhouse."""
 
-    def __init__(self, where: Path, env_dir: Path) -> None:
+    def __init__(self, where: Path, env_dir: Path, build_dir: Path | None = None) -> None:
         self.root, self.state, self.house = where / "proj", where / "state", where / "wh"
+        self.build_dir = build_dir
         shutil.copytree(ROOT / "envs", self.root / "envs")
         (self.root / "recipes").mkdir()
         (self.root / "recipes" / "cachekern.toml").write_text(RECIPE.format(path=FIXTURE))
         (self.state / "envs").mkdir(parents=True)
         (self.state / "envs" / env_dir.name).symlink_to(env_dir)
-        self.work = self.state / "work" / env_dir.name / "cachekern"
+        self.work = (build_dir or self.state / "work") / env_dir.name / "cachekern"
 
     def build(self, *extra: str) -> subprocess.CompletedProcess:
         env = {**os.environ, "CUFORGE_ROOT": str(self.root), "CUFORGE_STATE": str(self.state),
-               "CUFORGE_WHEELHOUSE": str(self.house), "COLUMNS": "200"}
+               "CUFORGE_WHEELHOUSE": str(self.house), "COLUMNS": "200",
+               "CUFORGE_BUILD_DIR": str(self.build_dir or "")}
         env.pop("CUFORGE_CACHE", None)
         proc = subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "3.11-cu130",
                                "--only", "cachekern", "--rebuild", "--skip-smoke", *extra],
@@ -146,18 +148,23 @@ def redis_server(tmp_path):
 def test_two_clones_share_through_redis_and_fall_back_without_it(tmp_path, redis_server):
     server, url = redis_server
     env_dir = _combo_env()
-    first, second = Clone(tmp_path / "a", env_dir), Clone(tmp_path / "b", env_dir)
+    # Two clones (own roots, state dirs, wheelhouses) with one shared build_dir: nvcc's
+    # cudafe++ / cicc steps get the same source paths in both, so every step hits. (Built in
+    # their own state dirs they hit on 3 of 5: sccache 0.16 rewrites base dirs in preprocessed
+    # text, not in the source-path arguments nvcc gives those two steps.)
+    shared = tmp_path / "build"
+    first = Clone(tmp_path / "a", env_dir, build_dir=shared)
+    second = Clone(tmp_path / "b", env_dir, build_dir=shared)
 
     first.build("--cuda-arch", "12.0", "--cache", url)
     one = first.last()["compiler_cache"]
     assert one["storage"] == url and one["misses"] > 0 and one["hits"] == 0, one
+    assert (shared / env_dir.name / "cachekern" / "dist").is_dir()     # built there
 
     second.build("--cuda-arch", "12.0", "--cache", url)
     two = second.last()["compiler_cache"]
-    # From the other clone's results: the C++ object, nvcc's own step and its SASS (ptxas).
-    # nvcc's cudafe++ / cicc steps still miss across two paths: sccache 0.16 rewrites the
-    # base dirs in preprocessed text, not in the source-path arguments nvcc gives them.
-    assert two["storage"] == url and two["hits"] >= 3 and two["misses"] < one["misses"], two
+    assert two["storage"] == url and two["hits"] == one["misses"] and two["misses"] == 0, two
+    assert second.fatbin() == (["120"], [])
 
     server.terminate()
     server.wait(timeout=10)

@@ -125,3 +125,35 @@ def test_a_prebuilt_package_gets_its_dependencies_before_verification(tmp_path):
     c = make_plan(project, req, env, plan(load_recipes(project), ["c"])).package("c")
     kinds = [a.kind for a in c.actions]
     assert "deps" in kinds and kinds.index("deps") < kinds.index("verify")
+
+
+def test_a_shared_build_dir_moves_work_dirs_out_of_the_clone(tmp_path, monkeypatch):
+    project, combo, env = _setup(tmp_path)
+    monkeypatch.setenv("CUFORGE_BUILD_DIR", str(tmp_path / "shared"))
+    b = _plan(project, combo, env).package("b")
+    assert b.work == tmp_path / "shared" / combo.env_id / "b"
+    assert b.src == b.work / "src"
+
+
+def test_a_work_dir_takes_one_build_at_a_time(tmp_path):
+    """Two runs (or two clones sharing a build_dir) wait for each other's work dir."""
+    import threading
+
+    from cuforge.pipeline import work_lock
+    said, order = [], []
+    work = tmp_path / "w" / "pkg"
+    with work_lock(work, said.append):
+        other = threading.Thread(target=lambda: _enter(work, said, order))
+        other.start()
+        other.join(timeout=1.0)
+        assert other.is_alive() and order == []            # blocked while we hold it
+        order.append("first")
+    other.join(timeout=10)
+    assert order == ["first", "second"]
+    assert said == [f"waiting for another build in {work}"]
+
+
+def _enter(work, said, order):
+    from cuforge.pipeline import work_lock
+    with work_lock(work, said.append):
+        order.append("second")

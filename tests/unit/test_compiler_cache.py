@@ -27,6 +27,7 @@ def test_specs():
 
 def test_config_layers(tmp_path, monkeypatch):
     monkeypatch.delenv("CUFORGE_CACHE", raising=False)
+    monkeypatch.delenv("CUFORGE_BUILD_DIR", raising=False)
     assert cc.load_config(tmp_path) == cc.CacheConfig()
     (tmp_path / "cache.toml").write_text('[cache]\nstorage = "off"\nscope = "shared"\n'
                                          'size = "2G"\n')
@@ -38,6 +39,20 @@ def test_config_layers(tmp_path, monkeypatch):
     (tmp_path / "cache.toml").write_text('[cache]\nsize_limit = "2G"\n')
     with pytest.raises(ConfigError, match="size_limit"):
         cc.load_config(tmp_path)
+
+
+def test_shared_build_dir(tmp_path, monkeypatch):
+    """One build_dir for every clone: from cache.toml, overridden by $CUFORGE_BUILD_DIR; a
+    relative path is an error that names the fix."""
+    monkeypatch.delenv("CUFORGE_BUILD_DIR", raising=False)
+    (tmp_path / "cache.toml").write_text('[cache]\nbuild_dir = "/var/tmp/cf"\n')
+    assert cc.load_config(tmp_path).build_dir == "/var/tmp/cf"
+    monkeypatch.setenv("CUFORGE_BUILD_DIR", "/srv/build")
+    assert cc.load_config(tmp_path).build_dir == "/srv/build"
+    monkeypatch.setenv("CUFORGE_BUILD_DIR", "build")
+    with pytest.raises(ConfigError, match="not an absolute path") as err:
+        cc.load_config(tmp_path)
+    assert "absolute directory" in err.value.hint
 
 
 def test_project_cache_file_is_valid():
