@@ -226,7 +226,15 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     inputs.update({f"dep:{d}": planned[d].key for d in recipe.depends if d in planned})
     return PackagePlan(recipe, archs, policy, skip, work, src, jobs, env_vars, prebuilt,
                        tuple(actions), tuple(sorted(inputs.items())), key_of(inputs),
-                       key_of(source_inputs), cache, cache_off)
+                       _resume_key(source_inputs, env), cache, cache_off)
+
+
+def _resume_key(source_inputs: dict, env) -> str:
+    """What decides whether a work dir's tree and build state are kept (resume): the sources,
+    and the env that built them. A tree another env built (another clone sharing build_dir, a
+    recreated env) starts fresh: its CMake cache and ninja state name that env's compilers,
+    include dirs and rpaths."""
+    return key_of({**source_inputs, "built_by": str(env.python)})
 
 
 def _deps(recipe: Recipe) -> list[Action]:

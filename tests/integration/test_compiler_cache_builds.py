@@ -50,15 +50,18 @@ def _combo_env() -> Path:
 class Clone:
     """One checkout of a project: its own root, state dir and wheelhouse."""
 
-    def __init__(self, where: Path, env_dir: Path, build_dir: Path | None = None) -> None:
+    def __init__(self, where: Path, env_dir: Path, build_dir: Path | None = None,
+                 package: str = "cachekern", recipe: str = "") -> None:
         self.root, self.state, self.house = where / "proj", where / "state", where / "wh"
-        self.build_dir = build_dir
+        self.build_dir, self.package = build_dir, package
         shutil.copytree(ROOT / "envs", self.root / "envs")
+        (self.root / "native").symlink_to(ROOT / "native")     # the CMake helpers
         (self.root / "recipes").mkdir()
-        (self.root / "recipes" / "cachekern.toml").write_text(RECIPE.format(path=FIXTURE))
+        (self.root / "recipes" / f"{package}.toml").write_text(
+            recipe or RECIPE.format(path=FIXTURE))
         (self.state / "envs").mkdir(parents=True)
         (self.state / "envs" / env_dir.name).symlink_to(env_dir)
-        self.work = (build_dir or self.state / "work") / env_dir.name / "cachekern"
+        self.work = (build_dir or self.state / "work") / env_dir.name / package
 
     def build(self, *extra: str) -> subprocess.CompletedProcess:
         env = {**os.environ, "CUFORGE_ROOT": str(self.root), "CUFORGE_STATE": str(self.state),
@@ -66,7 +69,7 @@ class Clone:
                "CUFORGE_BUILD_DIR": str(self.build_dir or "")}
         env.pop("CUFORGE_CACHE", None)
         proc = subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "3.11-cu130",
-                               "--only", "cachekern", "--rebuild", "--skip-smoke", *extra],
+                               "--only", self.package, "--rebuild", "--skip-smoke", *extra],
                               env=env, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         return proc
@@ -174,3 +177,25 @@ def test_two_clones_share_through_redis_and_fall_back_without_it(tmp_path, redis
     assert "unreachable" in proc.stderr and "fell back to local storage" in proc.stderr
     assert three["storage"].startswith(str(second.state)) and "fell back" in three["note"]
     assert second.fatbin() == (["120"], [])
+
+
+def test_two_clones_share_a_cmake_build_through_redis(tmp_path, redis_server):
+    """The other build path: the demo (CMake through scikit-build-core, the launchers on
+    CMake's command line), two clones, one build_dir, one redis."""
+    _, url = redis_server
+    env_dir = _combo_env()
+    recipe = f'kind = "cmake"\nmodules = ["cuforge_demo"]\n[source]\npath = "{ROOT / "native" / "demo"}"\n'
+    clones = [Clone(tmp_path / n, env_dir, build_dir=tmp_path / "build", package="cuforge-demo",
+                    recipe=recipe) for n in "ab"]
+    reports = []
+    for clone in clones:
+        clone.build("--cuda-arch", "12.0", "--cache", url)
+        reports.append(clone.last()["compiler_cache"])
+    one, two = reports
+    assert one["storage"] == url and one["misses"] > 0 and one["hits"] == 0, one
+    assert two["hits"] == one["misses"] and two["misses"] == 0 and two["hit_rate"] == 1.0, two
+    log = Path(clones[1].last()["log"]).read_text()
+    assert "compiler cache:" in log
+    # the tree the first clone left was not resumed: its CMake cache names that clone's env
+    assert str(clones[0].state) not in log
+    assert clones[1].fatbin() == (["120"], [])
