@@ -50,7 +50,11 @@ def _build(state: Path, house: Path, combo: str, package: str, arches: str,
         argv += ["--src", src]
     proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"{package}: build failed\n{proc.stderr[-3000:]}")
+        # the package log dies with the throw-away state dir: show the compiler's own words
+        logs = sorted(state.glob(f"logs/*/{package}*.log"))
+        tails = "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text().splitlines()[-80:])
+                          for log in logs)
+        raise SystemExit(f"{package}: build failed\n{proc.stderr[-3000:]}\n{tails}")
     manifest = next(house.rglob("manifest.jsonl"))
     entries = [json.loads(line) for line in manifest.read_text().splitlines()]
     return next(e for e in reversed(entries) if e["package"] == package)
