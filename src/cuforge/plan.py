@@ -66,6 +66,9 @@ class PackagePlan:
     source_key: str            # equal: the fetched tree and its build dir are kept (resume)
     cache: ActiveCache | None = None   # the compiler cache its compile runs under
     cache_off: str = ""                # why it has none (manifest note)
+    # each cached build command and the same command without the cache: the build runs the
+    # second ones again when sccache itself failed (a cache must never fail a build)
+    uncached: tuple[tuple[Step, Step], ...] = ()
 
     @property
     def name(self) -> str:
@@ -226,7 +229,8 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     inputs.update({f"dep:{d}": planned[d].key for d in recipe.depends if d in planned})
     return PackagePlan(recipe, archs, policy, skip, work, src, jobs, env_vars, prebuilt,
                        tuple(actions), tuple(sorted(inputs.items())), key_of(inputs),
-                       _resume_key(source_inputs, env), cache, cache_off)
+                       _resume_key(source_inputs, env), cache, cache_off,
+                       tuple((a, b) for a, b in uncached.items() if a != b))
 
 
 def _resume_key(source_inputs: dict, env) -> str:

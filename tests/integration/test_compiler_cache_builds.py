@@ -63,10 +63,10 @@ class Clone:
         (self.state / "envs" / env_dir.name).symlink_to(env_dir)
         self.work = (build_dir or self.state / "work") / env_dir.name / package
 
-    def build(self, *extra: str) -> subprocess.CompletedProcess:
+    def build(self, *extra: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
         env = {**os.environ, "CUFORGE_ROOT": str(self.root), "CUFORGE_STATE": str(self.state),
                "CUFORGE_WHEELHOUSE": str(self.house), "COLUMNS": "200",
-               "CUFORGE_BUILD_DIR": str(self.build_dir or "")}
+               "CUFORGE_BUILD_DIR": str(self.build_dir or ""), **(env_extra or {})}
         env.pop("CUFORGE_CACHE", None)
         proc = subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "3.11-cu130",
                                "--only", self.package, "--rebuild", "--skip-smoke", *extra],
@@ -199,3 +199,33 @@ def test_two_clones_share_a_cmake_build_through_redis(tmp_path, redis_server):
     # the tree the first clone left was not resumed: its CMake cache names that clone's env
     assert str(clones[0].state) not in log
     assert clones[1].fatbin() == (["120"], [])
+
+
+FAILING_SCCACHE = """#!/bin/sh
+# sccache's own commands go to the real one; every compile fails the way sccache 0.16 once
+# did in its cicc step: a panic in sccache, not a compiler error (fault injection).
+case "$1" in --*) exec {real} "$@" ;; esac
+echo "thread 'tokio-runtime-worker' panicked at src/compiler/cicc.rs:321:9: injected" \
+    >> "$SCCACHE_ERROR_LOG"
+exit 101
+"""
+
+
+def test_a_compile_that_fails_inside_sccache_is_built_again_without_it(tmp_path):
+    from cuforge.compiler_cache import find_sccache
+    real = find_sccache()
+    if real is None:
+        pytest.skip("sccache is not installed")
+    fake = tmp_path / "sccache"
+    fake.write_text(FAILING_SCCACHE.format(real=real))
+    fake.chmod(0o755)
+    clone = Clone(tmp_path, _combo_env())
+    proc = clone.build("--cuda-arch", "12.0", "--cache", "local",
+                       env_extra={"CUFORGE_SCCACHE": str(fake)})
+    assert "sccache failed (thread 'tokio-runtime-worker' panicked" in proc.stdout + proc.stderr
+    assert "building again without the compiler cache" in proc.stdout + proc.stderr
+    entry = clone.last()
+    assert entry["status"] == "compiled"
+    assert entry["compiler_cache"]["storage"] == "off", entry["compiler_cache"]
+    assert "built without it" in entry["compiler_cache"]["note"]
+    assert clone.fatbin() == (["120"], [])
