@@ -7,30 +7,42 @@
 
 find_package(Python REQUIRED COMPONENTS Interpreter Development.Module)
 
-execute_process(
-  COMMAND "${Python_EXECUTABLE}" -c
-    "import os, torch, torch.utils.cpp_extension as e; \
+if(DEFINED CUFORGE_TORCH_INCLUDE_DIRS AND DEFINED CUFORGE_TORCH_LIBRARY_DIR
+   AND DEFINED CUFORGE_TORCH_CXX11_ABI AND DEFINED CUFORGE_TORCH_VERSION)
+  # cuforge passes what its env check already read from this interpreter: no second import
+  set(TORCH_INCLUDE_DIRS "${CUFORGE_TORCH_INCLUDE_DIRS}")
+  set(TORCH_LIBRARY_DIR "${CUFORGE_TORCH_LIBRARY_DIR}")
+else()
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -c
+      "import os, torch, torch.utils.cpp_extension as e; \
 print('inc=' + ';'.join(e.include_paths())); \
 print('lib=' + os.path.join(os.path.dirname(torch.__file__), 'lib')); \
 print('abi=%d' % torch._C._GLIBCXX_USE_CXX11_ABI); \
-print('std=%d' % (20 if tuple(int(p) for p in torch.__version__.split('+')[0].split('.')[:2]) >= (2, 10) else 17)); \
 print('ver=' + torch.__version__)"
-  OUTPUT_VARIABLE _cuforge_torch
-  RESULT_VARIABLE _cuforge_rc
-  ERROR_VARIABLE _cuforge_err)
-if(NOT _cuforge_rc EQUAL 0)
-  message(FATAL_ERROR "cuforge: cannot import torch with ${Python_EXECUTABLE}:\n${_cuforge_err}\n"
-                      "Build inside the combo env (nox -s build-...) or pass -DPython_EXECUTABLE.")
+    OUTPUT_VARIABLE _cuforge_torch
+    RESULT_VARIABLE _cuforge_rc
+    ERROR_VARIABLE _cuforge_err)
+  if(NOT _cuforge_rc EQUAL 0)
+    message(FATAL_ERROR "cuforge: cannot import torch with ${Python_EXECUTABLE}:\n${_cuforge_err}\n"
+                        "Build inside the combo env (nox -s build-...) or pass -DPython_EXECUTABLE.")
+  endif()
+  function(_cuforge_field key out)
+    string(REGEX MATCH "${key}=([^\n]*)" _m "${_cuforge_torch}")
+    set(${out} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+  endfunction()
+  _cuforge_field(inc TORCH_INCLUDE_DIRS)
+  _cuforge_field(lib TORCH_LIBRARY_DIR)
+  _cuforge_field(abi CUFORGE_TORCH_CXX11_ABI)
+  _cuforge_field(ver CUFORGE_TORCH_VERSION)
 endif()
-function(_cuforge_field key out)
-  string(REGEX MATCH "${key}=([^\n]*)" _m "${_cuforge_torch}")
-  set(${out} "${CMAKE_MATCH_1}" PARENT_SCOPE)
-endfunction()
-_cuforge_field(inc TORCH_INCLUDE_DIRS)
-_cuforge_field(lib TORCH_LIBRARY_DIR)
-_cuforge_field(abi CUFORGE_TORCH_CXX11_ABI)
-_cuforge_field(std CUFORGE_TORCH_CXX_STANDARD)
-_cuforge_field(ver CUFORGE_TORCH_VERSION)
+# torch >= 2.10 headers need C++20
+string(REGEX MATCH "^[0-9]+\\.[0-9]+" _cuforge_torch_mm "${CUFORGE_TORCH_VERSION}")
+if(_cuforge_torch_mm VERSION_GREATER_EQUAL 2.10)
+  set(CUFORGE_TORCH_CXX_STANDARD 20)
+else()
+  set(CUFORGE_TORCH_CXX_STANDARD 17)
+endif()
 message(STATUS "cuforge: torch ${CUFORGE_TORCH_VERSION}, C++${CUFORGE_TORCH_CXX_STANDARD}, "
                "_GLIBCXX_USE_CXX11_ABI=${CUFORGE_TORCH_CXX11_ABI}, CUDA arches ${CMAKE_CUDA_ARCHITECTURES}")
 

@@ -168,6 +168,8 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     # an extra git source with a subdir (MILo's submodules/tetra_triangulation) is that subdir
     defines = tuple((var, str(source_root(extra, work / "extra" / var)))
                     for var, extra in recipe.extra_sources)
+    if recipe.kind == "cmake":
+        defines += torch_defines(env.info)
     env_vars = tuple(sorted({**dict(job_env(env, recipe, archs, jobs)), **dict(defines)}.items()))
     patch_sets = recipe.patches + (recipe.arches.native_patches if policy == "native" else ())
 
@@ -231,6 +233,17 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                        tuple(actions), tuple(sorted(inputs.items())), key_of(inputs),
                        _resume_key(source_inputs, env), cache, cache_off,
                        tuple((a, b) for a, b in uncached.items() if a != b))
+
+
+def torch_defines(info) -> tuple[tuple[str, str], ...]:
+    """What native/cmake/CuforgeTorch.cmake would otherwise ask the interpreter (one more
+    ``import torch`` per configure): the env check has already probed it."""
+    if not info.has_torch or info.torch_lib is None:
+        return ()
+    return (("CUFORGE_TORCH_INCLUDE_DIRS", ";".join(map(str, info.include_paths))),
+            ("CUFORGE_TORCH_LIBRARY_DIR", str(info.torch_lib)),
+            ("CUFORGE_TORCH_CXX11_ABI", "1" if info.cxx11_abi else "0"),
+            ("CUFORGE_TORCH_VERSION", info.torch_full or info.torch))
 
 
 def _resume_key(source_inputs: dict, env) -> str:
