@@ -339,13 +339,13 @@ def stack_modules(p: Plan) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-_STAGE = """
-import importlib, json, sys
+_STAGE = """{load_module}
+import json
 print({mark!r}, "torch", flush=True)
 import torch
 for name in {modules!r}:
     print({mark!r}, name, flush=True)
-    importlib.import_module(name)
+    load_module(name)
 print({mark!r}, "done", flush=True)
 gpu = torch.cuda.is_available()
 print("CUFORGE-GPU", json.dumps(torch.cuda.get_device_name(0) if gpu else None), flush=True)
@@ -358,12 +358,13 @@ def model_stage(project: Project, python: Path, p: Plan, out: Console) -> bool:
     import json
 
     from .verify._proc import run_python
-    from .verify.importer import MARK, interpret
+    from .verify.importer import LOAD_MODULE, MARK, interpret
     from .verify.report import CheckResult
     from .verify.smoke import run_smoke
     modules = stack_modules(p)
     with _environ({v.name: v.value for v in p.stack.env}):
-        outcome = run_python(python, ["-c", _STAGE.format(mark=MARK, modules=modules)])
+        outcome = run_python(python, ["-c", _STAGE.format(load_module=LOAD_MODULE, mark=MARK,
+                                                         modules=modules)])
         imported = interpret(outcome, timeout=300)
         results = {"import": imported if imported.status == "fail" else
                    CheckResult("import", "pass", f"torch + {len(modules)} modules together")}

@@ -143,3 +143,22 @@ def test_library_found_only_through_the_environment_is_a_warning(tmp_path, monke
     assert result.summary.startswith("imported torch, then needslib._core; resolves only after "
                                      "`import torch`")
     assert "libcfhelper.so.1 does not resolve" in result.summary
+
+
+@pytest.mark.skipif(not vb.have("gcc"), reason="needs gcc")
+def test_an_extension_named_by_path_loads_without_its_package(tmp_path):
+    """Swin3D's top level imports MinkowskiEngine: its recipe names the extension files as
+    paths, which load on their own, while the dotted name runs the package's __init__."""
+    ext = vb.c_extension(tmp_path / "build", vb.this_python(), package="needsmore")
+    root = unpacked(tmp_path, "needsmore", {
+        "needsmore/__init__.py": "import MinkowskiEngine\n",
+        f"needsmore/ops/{ext.name}": ext})
+    alone = check_import(vb.this_python(), import_roots(root), ["needsmore/ops/_hello"],
+                         import_torch=False)
+    assert (alone.status, alone.detail) == ("pass", "imported needsmore/ops/_hello")
+    dotted = check_import(vb.this_python(), import_roots(root), ["needsmore.ops._hello"],
+                          import_torch=False)
+    assert dotted.status == "fail" and "MinkowskiEngine" in dotted.summary
+    missing = check_import(vb.this_python(), import_roots(root), ["needsmore/ops/_absent"],
+                           import_torch=False)
+    assert missing.status == "fail" and "no extension file needsmore/ops/_absent" in missing.summary
