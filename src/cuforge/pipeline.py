@@ -170,7 +170,7 @@ class Executor:
             console.print(f"[yellow]skipped[/] {pkg.name}: {pkg.skip}")
             return _record_skip(self.house, self.plan.combo, pkg.recipe, pkg.skip)
         # the work dir is ours from fetch to publish (the wheel is copied out of it)
-        with work_lock(pkg.work, console.print):
+        with work_lock(pkg.work, lambda text: console.print(escape(text))):
             return self._build_and_publish(pkg)
 
     def _build_and_publish(self, pkg: PackagePlan) -> Entry:
