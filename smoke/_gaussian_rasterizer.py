@@ -18,10 +18,12 @@ Run by the per-package scripts, which check for a GPU first.
 from __future__ import annotations
 
 from collections.abc import Callable
+import ast
 import importlib
 import inspect
 import math
 import sys
+from pathlib import Path
 
 import torch
 
@@ -33,6 +35,15 @@ OPACITY = 0.8
 # An output spec: ((name, shape), ...) where a shape holds ints, "H"/"W" (the image) and "P"
 # (the number of Gaussians).
 Outputs = tuple[tuple[str, tuple[int | str, ...]], ...]
+
+
+def declared_outputs(package: str) -> Outputs:
+    """``OUTPUTS`` as ``check_<package>.py`` beside this file declares it (read, not run: the
+    script renders on import). For callers that check several variants at once."""
+    script = Path(__file__).resolve().parent / f"check_{package}.py"
+    return next(ast.literal_eval(node.value) for node in ast.parse(script.read_text()).body
+                if isinstance(node, ast.Assign)
+                and [getattr(t, "id", "") for t in node.targets] == ["OUTPUTS"])
 
 
 def unpack(module_name: str, out, spec: Outputs, sizes: dict[str, int]) -> dict[str, torch.Tensor]:

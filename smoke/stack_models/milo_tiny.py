@@ -9,7 +9,6 @@ the stack's variables set): a miniature of one MILo step on the GPU, all wheels 
 Protocol: exit 0 = pass, 77 = skipped (reason printed), anything else = fail.
 """
 
-import ast
 import os
 import sys
 from pathlib import Path
@@ -36,17 +35,9 @@ assert scales.shape == (2000,) and torch.isfinite(scales).all() and (scales > 0)
 
 # 2. every Gaussian rasterizer variant of the stack: forward + backward against known facts,
 #    with forward's outputs as each package's own smoke script declares them
-SMOKE = Path(__file__).resolve().parents[1]
-
-
-def declared_outputs(package: str):
-    tree = ast.parse((SMOKE / f"check_{package}.py").read_text())
-    return next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                and [getattr(t, "id", "") for t in node.targets] == ["OUTPUTS"])
-
-
 for package in ("diff-gaussian-rasterization", "diff-gaussian-rasterization_ms"):
-    _gaussian_rasterizer.run(package.replace("-", "_"), declared_outputs(package))
+    _gaussian_rasterizer.run(package.replace("-", "_"),
+                             _gaussian_rasterizer.declared_outputs(package))
 
 # 3. a small mesh rasterized with the backend the env file chose (cuda: no OpenGL needed)
 backend = os.environ.get("NVDIFRAST_BACKEND", "cuda")
