@@ -7,6 +7,12 @@ each extension gets its own ``build_temp/<extension name>`` (its own build.ninja
 log, so an interrupted build resumes per extension) and up to ``MAX_JOBS`` extensions compile
 at once, each ninja with its share of ``MAX_JOBS`` (never more jobs in all).
 
+Some packages turn torch's ninja path off (torch-scatter and torch-cluster pass
+``use_ninja=False``). torch then compiles every file of every extension one after another, and
+calls nvcc by path, so ``PYTORCH_NVCC`` (the compiler cache) is not used: torch-scatter took
+959 s on a 16-core H200 that way. The same compile commands run through ninja when it is
+installed, so the shim turns it back on.
+
 ``CUFORGE_SERIAL_EXTENSIONS=1`` turns it off. Nothing happens unless setuptools' build_ext
 module is imported, so every other Python process pays nothing.
 """
@@ -48,11 +54,28 @@ def _parallel_build(self) -> None:
             fut.result()          # the first failure is raised, as in the serial loop
 
 
+def _run_with_ninja(self) -> None:
+    """build_ext.run, with torch's ninja path back on where setup.py turned it off."""
+    if getattr(self, "use_ninja", None) is False and _torch_finds_ninja():
+        self.use_ninja = True
+        self.force = True     # what torch's finalize_options sets for ninja: ninja decides
+        print("cuforge: setup.py turned ninja off (use_ninja=False); building with ninja so "
+              "files compile side by side and through the compiler cache", flush=True)
+    return self._cuforge_run()
+
+
+def _torch_finds_ninja() -> bool:
+    from torch.utils.cpp_extension import is_ninja_available
+    return is_ninja_available()
+
+
 def _patch(module) -> None:
     cls = module.build_ext
     if not hasattr(cls, "_cuforge_serial"):
         cls._cuforge_serial = cls._build_extensions_serial
         cls._build_extensions_serial = _parallel_build
+        cls._cuforge_run = cls.run
+        cls.run = _run_with_ninja
 
 
 class _Hook(importlib.abc.MetaPathFinder):
