@@ -338,6 +338,7 @@ class Executor:
         ctx = verify_context(self.env, archs)
         smoke = None if self.req.skip_smoke else smoke_script(self.project, recipe)
         report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))
+        log_report(log, report)
         checks = check_summaries(report)
         if not report.ok:
             console.print(verdict_line(recipe.name, checks))   # which checks, before the error
@@ -442,6 +443,15 @@ def runtime_requirements(wheel: Path) -> list[str]:
             continue
         reqs.append(str(req))
     return reqs
+
+
+def log_report(log: Path, report) -> None:
+    """Every check's verdict and detail into the package's log: the console shows one word per
+    check, and a passing smoke's message (what it compared, on which GPU) is evidence too."""
+    with open(log, "a") as sink:
+        sink.write(f"\n# verification of {report.wheel.name}\n")
+        for result in report.results:
+            sink.write(f"{result.check}: {result.status}: {result.detail}\n")
 
 
 def check_summaries(report) -> dict[str, str]:

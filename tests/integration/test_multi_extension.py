@@ -87,6 +87,9 @@ def test_extensions_build_side_by_side_in_their_own_build_dirs(project):
     log = _log(project)
     assert "cuforge: setup.py turned ninja off (use_ninja=False); building with ninja" in log
     assert "cuforge: 3 extensions, 2 at once, 1 ninja jobs each" in log
+    # each check's verdict and detail stay in the package's log, not only on the console
+    assert "\n# verification of multi_ext-0.1-" in log
+    assert "\nimport: pass: " in log and "\nfatbin: pass: " in log
     build = next((project / ".state" / "work").glob("*/multi-ext/src/build"))
     ninja_dirs = sorted(p.parent.name for p in build.rglob("build.ninja"))
     assert ninja_dirs == ["multi_ext._alpha", "multi_ext._beta", "multi_ext._gamma"]
