@@ -34,7 +34,10 @@ def dry_run(project: Project, req, order: list[Recipe]) -> None:
     elif not combo.interpreter:
         out.print(f"# env {venv.env_dir(project.state_dir, combo)} is ready: nothing to install")
     plan = make_plan(project, req, env, order)
-    out.print(f"# jobs budget {plan.jobs}: packages at the same depth build side by side")
+    how = (f"each may start {plan.jobs} compilers, and {plan.jobs} compile slots "
+           "($CUFORGE_SLOTS, a FIFO made when the build starts) keep the machine at the budget"
+           if plan.pooled else "each within its share")
+    out.print(f"# jobs budget {plan.jobs}: packages at the same depth build side by side, {how}")
     for pkg in plan.packages:
         for line in package_lines(project, pkg):
             out.print(line, markup=False)

@@ -17,7 +17,7 @@ from filelock import FileLock, Timeout
 from rich.console import Console
 from rich.markup import escape
 
-from . import compiler_cache, faults, runner, sources, syslibs, venv
+from . import compiler_cache, faults, runner, slots, sources, syslibs, venv
 from .combos import Combo
 from .console import BuildProgress, live_progress, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
@@ -91,7 +91,10 @@ def build(project: Project, req: BuildRequest) -> Outcome:
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
                   f"{env.toolkit.root})")
     the_plan = make_plan(project, req, env, order)
-    return Executor(project, req, env, the_plan, log_dir).run()
+    if not the_plan.pooled:
+        return Executor(project, req, env, the_plan, log_dir).run()
+    with slots.pool(project.state_dir, the_plan.jobs):
+        return Executor(project, req, env, the_plan, log_dir).run()
 
 
 class Executor:
@@ -141,8 +144,8 @@ class Executor:
                                           "patches, sources, arches and torch; --rebuild to "
                                           "build again)")
                             continue
-                        if pkg.jobs > free and running:
-                            continue
+                        if pkg.jobs > free and running and not self.plan.pooled:
+                            continue   # pooled: the compile slots hold the budget instead
                         pending.remove(pkg)
                         free -= pkg.jobs
                         running[pool.submit(self._package, pkg)] = pkg

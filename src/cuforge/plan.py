@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import compiler_cache, sources
+from . import compiler_cache, slots, sources
 from .arches import ArchList, check_supported
 from .build import BuildJob, steps_for
 from .compiler_cache import ActiveCache
@@ -85,6 +85,9 @@ class Plan:
     jobs: int                  # the whole budget: the shares of running packages never exceed it
     wheel_dir: Path
     packages: tuple[PackagePlan, ...]
+    # True: packages build side by side, each may start ``jobs`` compilers, and a pool of
+    # ``jobs`` compile slots (slots.py) keeps the machine at the budget
+    pooled: bool = False
 
     def package(self, name: str) -> PackagePlan:
         return next(p for p in self.packages if p.name == name)
@@ -108,13 +111,22 @@ def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:
     ``req`` is a pipeline.BuildRequest (jobs, verbose, prefer_prebuilt, arch_policy and
     one_at_a_time are read)."""
     combo = env.combo
-    shares = ({r.name: req.jobs for r in order} if req.one_at_a_time
+    pooled = uses_slots(order, req)
+    shares = ({r.name: req.jobs for r in order} if req.one_at_a_time or pooled
               else job_shares(order, req.jobs))
+    slot_script = slots.launcher(project.state_dir) if pooled else None
     planned: dict[str, PackagePlan] = {}
     for recipe in order:
         planned[recipe.name] = _package_plan(project, req, env, recipe, shares[recipe.name],
-                                             planned)
-    return Plan(combo, req.jobs, wheel_dir(project, combo), tuple(planned.values()))
+                                             planned, slot_script)
+    return Plan(combo, req.jobs, wheel_dir(project, combo), tuple(planned.values()), pooled)
+
+
+def uses_slots(order: list[Recipe], req) -> bool:
+    """Compile slots when two or more packages compile in one build (they may run side by side)
+    and the platform has FIFOs; ``--one-at-a-time`` and single packages do without."""
+    compiling = sum(1 for r in order if r.kind != "prebuilt")
+    return not req.one_at_a_time and compiling > 1 and slots.available()
 
 
 # The fewest jobs a compiling package gets. On the H200 (16 jobs, 17 packages at one depth) an
@@ -154,7 +166,8 @@ def job_shares(order: list[Recipe], budget: int) -> dict[str, int]:
 
 
 def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
-                  planned: dict[str, PackagePlan]) -> PackagePlan:
+                  planned: dict[str, PackagePlan], slot_script: Path | None = None
+                  ) -> PackagePlan:
     combo = env.combo
     mapped = package_arches(recipe, combo, req)
     archs = mapped if mapped is not None else combo.arches
@@ -174,7 +187,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     patch_sets = recipe.patches + (recipe.arches.native_patches if policy == "native" else ())
 
     prebuilt: tuple[Action, ...] = ()
-    cache, cache_off, uncached = None, "", {}
+    cache, cache_off, uncached, bare = None, "", {}, {}
     if req.prefer_prebuilt and recipe.prebuilt and recipe.kind != "prebuilt":
         prebuilt = (_clean(work / "prebuilt"),
                     *_run_all(download_steps(env, recipe, archs, work / "prebuilt", env_vars,
@@ -208,11 +221,13 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
         cache, cache_off = compiler_cache.plan_for(project, combo, getattr(req, "cache", ""),
                                                    recipe)
         job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
-                       req.verbose, project.root / "native" / "cmake", defines, cache)
+                       req.verbose, project.root / "native" / "cmake", defines, cache,
+                       slot_script)
         built = steps_for(job)
         actions += _run_all(built)
-        # the key sees the build as it runs without a cache: a launcher changes speed only
         uncached = dict(zip(built, steps_for(replace(job, cache=None)))) if cache else {}
+        # the key sees the build as it runs without launchers: they change speed only
+        bare = dict(zip(built, steps_for(replace(job, cache=None, slots=None))))
     actions.append(Action("verify", "verify (abi, symbols, cudart, fatbin, import, smoke) "
                           "after installing the wheel's runtime requirements"))
 
@@ -225,7 +240,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
               "recipe": recipe_digest(project, recipe),
               "arches": archs.torch(), "policy": policy, "skip": skip,
               "torch": combo.torch, "python": combo.python, "cuda": str(env.toolkit.version),
-              "commands": key_of({f"{i}": _step_identity(uncached.get(a.step, a.step))
+              "commands": key_of({f"{i}": _step_identity(bare.get(a.step, a.step))
                                   for i, a in enumerate((*prebuilt, *actions)) if a.step}),
               "build_requires": " ".join(recipe.build_requires)}
     inputs.update({f"dep:{d}": planned[d].key for d in recipe.depends if d in planned})

@@ -102,6 +102,35 @@ def test_extensions_build_side_by_side_in_their_own_build_dirs(project):
     assert entry["status"] == "compiled" and entry["arches_embedded"]["sass"] == ["120"]
 
 
+def test_packages_built_together_run_their_compilers_in_compile_slots(project, tmp_path):
+    """With a second package in the build the plan is pooled: every nvcc and c++ that ninja
+    starts goes through the slot script, and the build still produces all three modules."""
+    plain = tmp_path / "plain"
+    (plain / "plain_pkg").mkdir(parents=True)
+    (plain / "plain_pkg" / "__init__.py").write_text("")
+    (plain / "setup.py").write_text('from setuptools import setup\n'
+                                    'setup(name="plain-pkg", version="1.0", packages=["plain_pkg"])\n')
+    (project / "recipes" / "plain-pkg.toml").write_text(
+        f'kind = "setuptools"\nmodules = ["plain_pkg"]\n[source]\npath = "{plain}"\n'
+        '[arches]\ndevice_code = false\n')
+    env = {**os.environ, "CUFORGE_ROOT": str(project), "CUFORGE_STATE": str(project / ".state"),
+           "CUFORGE_WHEELHOUSE": str(project / "wh"), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "3.11-cu130",
+                           "--only", "multi-ext,plain-pkg", "--cuda-arch", "12.0", "--jobs", "2"],
+                          env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    slot = str(project / ".state" / "slots" / "take-slot")
+    compiles = [line for line in _log(project).splitlines()
+                if " -c " in line and ("nvcc" in line or "c++" in line or "g++" in line)]
+    assert len(compiles) == 6, compiles                   # 3 extensions x (.cu + .cpp)
+    nvcc = [line for line in compiles if "nvcc" in line]
+    assert len(nvcc) == 3 and all(slot in line for line in nvcc)
+    assert "compile slots" in subprocess.run(
+        [sys.executable, "-m", "cuforge", "build", "--combo", "3.11-cu130", "--only",
+         "multi-ext,plain-pkg", "--cuda-arch", "12.0", "--jobs", "2", "--dry-run"],
+        env=env, capture_output=True, text=True, timeout=300).stdout
+
+
 def test_a_killed_build_resumes_without_recompiling_finished_objects(project):
     proc = _start(project)
     deadline = time.monotonic() + 1200

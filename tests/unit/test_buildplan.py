@@ -157,3 +157,23 @@ def _enter(work, said, order):
     from cuforge.pipeline import work_lock
     with work_lock(work, said.append):
         order.append("second")
+
+
+def test_packages_built_together_share_compile_slots_and_keep_their_keys(tmp_path):
+    project, combo, env = _setup(tmp_path)
+    pooled = _plan(project, combo, env, jobs=8)
+    req = BuildRequest(combo=combo, jobs=8, packages=("b",), one_at_a_time=True)
+    serial = make_plan(project, req, env, plan(load_recipes(project), ["b"]))
+    assert pooled.pooled and not serial.pooled
+    # each may start the whole budget of compilers: the slots, not shares, hold the budget
+    assert [p.jobs for p in pooled.packages] == [8, 8]
+    assert [p.key for p in pooled.packages] == [p.key for p in serial.packages]
+    slot = project.state_dir / "slots" / "take-slot"
+    assert slot.is_file()
+    (build,) = [a.step for a in pooled.package("a").actions
+                if a.step and "wheel" in a.step.argv]
+    step_env = dict(build.env)
+    assert step_env["PYTORCH_NVCC"].startswith(f"{slot} ")
+    assert f"exec {slot} " in Path(step_env["CXX"]).read_text()
+    (alone,) = [a.step for a in serial.package("a").actions if a.step and "wheel" in a.step.argv]
+    assert str(slot) not in dict(alone.env).get("PYTORCH_NVCC", "")

@@ -89,9 +89,18 @@ def _active(tmp_path: Path) -> cc.ActiveCache:
                           tmp_path / "launchers")
 
 
+def _job(tmp_path: Path, kind: str = "setuptools", **kw):
+    from cuforge.arches import parse_arch_list
+    from cuforge.build import BuildJob
+    from cuforge.recipes import Recipe, Source
+    recipe = Recipe(name="demo", kind=kind, source=Source(path="native/demo"))
+    return BuildJob(recipe, Path("py"), tmp_path, tmp_path, tmp_path, parse_arch_list("12.0"),
+                    (("A", "1"),), **kw)
+
+
 def test_setuptools_launchers(tmp_path):
     job_env = {"CUDACXX": "/cuda/bin/nvcc", "CXX": "ccache g++", "CC": "gcc"}
-    env = setuptools.launcher_env(_active(tmp_path), job_env)
+    env = setuptools.launcher_env(_job(tmp_path, cache=_active(tmp_path)), job_env)
     assert env["PYTORCH_NVCC"] == "/opt/sccache /cuda/bin/nvcc"
     assert env["TORCH_NO_COMPILER_WRAPPER"] == "1" and env["SCCACHE_SERVER_PORT"] == "42001"
     assert "CC" not in env   # torch passes CC to nvcc as -ccbin: sccache inside sccache
@@ -99,7 +108,23 @@ def test_setuptools_launchers(tmp_path):
     script = Path(env["CXX"])
     assert script.name == "g++" and os.access(script, os.X_OK)
     assert "exec /opt/sccache /usr/bin/g++ \"$@\"" in script.read_text()   # ccache replaced
-    assert setuptools.launcher_env(None, job_env) == {"TORCH_NO_COMPILER_WRAPPER": "1"}
+    assert setuptools.launcher_env(_job(tmp_path), job_env) == {"TORCH_NO_COMPILER_WRAPPER": "1"}
+
+
+def test_a_compile_slot_goes_in_front_of_the_cache_on_both_build_paths(tmp_path):
+    slot = tmp_path / "slots" / "take-slot"
+    job_env = {"CUDACXX": "/cuda/bin/nvcc", "CXX": "g++"}
+    env = setuptools.launcher_env(_job(tmp_path, cache=_active(tmp_path), slots=slot), job_env)
+    assert env["PYTORCH_NVCC"] == f"{slot} /opt/sccache /cuda/bin/nvcc"
+    assert f'exec {slot} /opt/sccache /usr/bin/g++ "$@"' in Path(env["CXX"]).read_text()
+    # no cache: the slot alone, its CXX script beside the slot script
+    env = setuptools.launcher_env(_job(tmp_path, slots=slot), job_env)
+    assert env["PYTORCH_NVCC"] == f"{slot} /cuda/bin/nvcc"
+    assert Path(env["CXX"]).is_relative_to(slot.parent / "launchers")
+    (step,) = cmake.steps(_job(tmp_path, "cmake", cache=_active(tmp_path), slots=slot))
+    assert (f"--config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER={slot};/opt/sccache"
+            in step.argv)
+    assert dict(step.env)["CMAKE_CXX_COMPILER_LAUNCHER"] == f"{slot};/opt/sccache"
 
 
 def test_cxx_launcher_runs_the_compiler(tmp_path):
@@ -107,7 +132,7 @@ def test_cxx_launcher_runs_the_compiler(tmp_path):
     fake = tmp_path / "sccache"
     fake.write_text('#!/bin/sh\necho "$@"\n')
     fake.chmod(0o755)
-    script = setuptools.cxx_launcher(fake, tmp_path / "l", "g++")
+    script = setuptools.cxx_launcher([str(fake)], tmp_path / "l", "g++")
     out = subprocess.run([str(script), "-c", "a b.cpp"], capture_output=True, text=True).stdout
     assert out.split() == ["/usr/bin/g++", "-c", "a", "b.cpp"]
 

@@ -28,6 +28,17 @@ class BuildJob:
     cmake_dir: Path | None = None   # native/cmake: shared CMake modules for our projects
     defines: tuple[tuple[str, str], ...] = ()   # CMake variables (e.g. TETRA_SOURCE_DIR)
     cache: ActiveCache | None = None   # the package's sccache server; None: no compiler cache
+    slots: Path | None = None   # the compile-slot script (slots.py); None: not side by side
+
+    def launchers(self) -> list[str]:
+        """What goes in front of each compiler, outermost first: a slot, then the cache."""
+        return [str(p) for p in (self.slots, self.cache.sccache if self.cache else None) if p]
+
+    def launcher_dir(self) -> Path | None:
+        """Where a kind may write launcher scripts (the setuptools kind's CXX)."""
+        if self.cache is not None:
+            return self.cache.launchers
+        return self.slots.parent / "launchers" if self.slots else None
 
 
 KINDS: dict[str, ModuleType] = {"setuptools": setuptools, "cmake": cmake, "prebuilt": prebuilt}

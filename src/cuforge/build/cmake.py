@@ -18,9 +18,9 @@ def steps(job) -> list[Step]:
         "cmake.build-type": "Release",
         "cmake.define.CUFORGE_CMAKE_DIR": str(job.cmake_dir),
     }
-    # Always defined (empty without a cache): the persistent build dir's CMakeCache.txt must
-    # not keep a launcher from an earlier build with the cache on.
-    launcher = str(job.cache.sccache) if job.cache else ""
+    # Always defined (empty without launchers): the persistent build dir's CMakeCache.txt must
+    # not keep a launcher from an earlier build. A CMake list: slot, then sccache.
+    launcher = ";".join(job.launchers())
     settings.update({f"cmake.define.CMAKE_{lang}_COMPILER_LAUNCHER": launcher
                      for lang in LANGUAGES})
     settings.update({f"cmake.define.{k}": v for k, v in job.defines})
@@ -30,15 +30,16 @@ def steps(job) -> list[Step]:
             "--disable-pip-version-check", "-w", str(job.out_dir)]
     argv += [f"--config-settings={k}={v}" for k, v in settings.items()]
     argv += [*job.recipe.pip_args, str(job.src_dir)]
-    env = {**dict(job.env), **launcher_env(job.cache)}
+    env = {**dict(job.env), **launcher_env(job)}
     return [Step(tuple(argv), tuple(sorted(env.items())),
                  description=f"build {job.recipe.name} (cmake)")]
 
 
-def launcher_env(cache) -> dict[str, str]:
-    """The server's settings, and the launcher as CMake's environment default too, for CMake
+def launcher_env(job) -> dict[str, str]:
+    """The server's settings, and the launchers as CMake's environment default too, for CMake
     projects configured by a package's own setup.py."""
-    if cache is None:
-        return {}
-    return {**dict(cache.env),
-            **{f"CMAKE_{lang}_COMPILER_LAUNCHER": str(cache.sccache) for lang in LANGUAGES}}
+    out = dict(job.cache.env) if job.cache else {}
+    if job.launchers():
+        out.update({f"CMAKE_{lang}_COMPILER_LAUNCHER": ";".join(job.launchers())
+                    for lang in LANGUAGES})
+    return out

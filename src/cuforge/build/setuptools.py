@@ -25,37 +25,40 @@ def steps(job) -> list[Step]:
     theirs = dict(job.env).get("PYTHONPATH") or os.environ.get("PYTHONPATH")
     path = os.pathsep.join(p for p in (str(SHIM), theirs) if p)
     env = {**dict(job.env), "PYTHONPATH": path}
-    env.update(launcher_env(job.cache, env))
+    env.update(launcher_env(job, env))
     return [Step(tuple(argv), tuple(sorted(env.items())),
                  description=f"build {job.recipe.name} (setuptools)")]
 
 
-def launcher_env(cache, env: dict[str, str]) -> dict[str, str]:
-    """sccache in front of torch's two compilers: ``PYTORCH_NVCC`` for nvcc, and ``CXX`` as a
-    launcher script (torch's ninja rules quote CXX as one word). ``CC`` stays: torch passes it
-    to nvcc as ``-ccbin``, which would put sccache inside sccache's own nvcc steps. Torch's own
-    wrapping (>= 2.14, whatever ccache is on PATH) is always off: no cache, or ours."""
-    off = {"TORCH_NO_COMPILER_WRAPPER": "1"}
-    if cache is None:
-        return off
-    return {**off, **dict(cache.env),
-            "PYTORCH_NVCC": shlex.join([str(cache.sccache), env.get("CUDACXX", "nvcc")]),
-            "CXX": str(cxx_launcher(cache.sccache, cache.launchers,
-                                    env.get("CXX") or os.environ.get("CXX", "")))}
+def launcher_env(job, env: dict[str, str]) -> dict[str, str]:
+    """The job's launchers (a compile slot, sccache) in front of torch's two compilers:
+    ``PYTORCH_NVCC`` for nvcc, and ``CXX`` as a launcher script (torch's ninja rules quote CXX as
+    one word). ``CC`` stays: torch passes it to nvcc as ``-ccbin``, which would put a launcher
+    inside nvcc's own steps. Torch's own wrapping (>= 2.14, whatever ccache is on PATH) is
+    always off: no cache, or ours."""
+    out = {"TORCH_NO_COMPILER_WRAPPER": "1"}
+    if job.cache is not None:
+        out.update(dict(job.cache.env))
+    prefix = job.launchers()
+    if prefix:
+        out["PYTORCH_NVCC"] = shlex.join([*prefix, env.get("CUDACXX", "nvcc")])
+        out["CXX"] = str(cxx_launcher(prefix, job.launcher_dir(),
+                                      env.get("CXX") or os.environ.get("CXX", "")))
+    return out
 
 
-def cxx_launcher(sccache: Path, where: Path, cxx: str) -> Path:
+def cxx_launcher(prefix: list[str], where: Path, cxx: str) -> Path:
     """``<where>/<hash>/<name of the real C++ compiler>``: a script that runs ``cxx`` (the
-    combo's host compiler) under sccache. Named like the compiler, so torch's compiler check
-    sees the same name as without it."""
+    combo's host compiler) behind ``prefix`` (a slot, sccache). Named like the compiler, so
+    torch's compiler check sees the same name as without it."""
     words = shlex.split(cxx) or ["c++"]
     while len(words) > 1 and Path(words[0]).name in ("ccache", "sccache"):
         words = words[1:]   # a launcher already in the user's CXX: ours replaces it
     real = shutil.which(words[0]) or words[0]
-    command = shlex.join([str(sccache), real, *words[1:]])
+    command = shlex.join([*prefix, real, *words[1:]])
     key = hashlib.sha256(command.encode()).hexdigest()[:12]
     script = where / key / Path(real).name
-    text = f'#!/bin/sh\n# cuforge: the C++ compiler behind sccache\nexec {command} "$@"\n'
+    text = f'#!/bin/sh\n# cuforge: the C++ compiler behind its launchers\nexec {command} "$@"\n'
     if not script.is_file() or script.read_text() != text:
         script.parent.mkdir(parents=True, exist_ok=True)
         tmp = script.with_suffix(f".{os.getpid()}")
