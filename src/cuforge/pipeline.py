@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import compiler_cache, faults, runner, slots, sources, syslibs, venv
+from .build import cmake_seed
 from .combos import Combo
 from .console import BuildProgress, live_progress, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
@@ -280,6 +281,11 @@ class Executor:
             with self.env_lock:
                 run(self._deps_step(pkg), log=log, stream=self.req.verbose,
                     prefix=self._prefix(pkg))
+        elif action.kind == "seed":
+            if cmake_seed.restore(action.path, Path(action.arg)):
+                _note(log, f"seeded CMake's compiler detection from {action.arg}")
+        elif action.kind == "remember":
+            cmake_seed.remember(action.path, Path(action.arg))
         elif action.kind == "run" and action.shares_env:
             with self.env_lock:
                 run(action.step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
@@ -386,7 +392,7 @@ def _without_cache(pkg: PackagePlan) -> tuple[Action, ...]:
     """The package's actions with each build command as it runs without the compiler cache."""
     plain = dict(pkg.uncached)
     return tuple(replace(a, step=plain.get(a.step, a.step)) if a.step else a
-                 for a in pkg.actions)
+                 for a in pkg.actions if a.kind not in ("seed", "remember"))   # cache-only
 
 
 @contextmanager
@@ -446,6 +452,11 @@ def runtime_requirements(wheel: Path) -> list[str]:
             continue
         reqs.append(str(req))
     return reqs
+
+
+def _note(log: Path, line: str) -> None:
+    with open(log, "a") as sink:
+        sink.write(f"cuforge: {line}\n")
 
 
 def log_report(log: Path, report) -> None:

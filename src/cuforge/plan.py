@@ -18,7 +18,7 @@ from rich.console import Console
 
 from . import compiler_cache, slots, sources
 from .arches import ArchList, check_supported
-from .build import BuildJob, steps_for
+from .build import BuildJob, cmake_seed, steps_for
 from .compiler_cache import ActiveCache
 from .combos import Combo
 from .errors import ConfigError
@@ -41,7 +41,8 @@ class Action:
     """One step of a package build. ``run`` actions carry the exact command; the others are
     done in-process and described for people."""
 
-    kind: str                  # check | fetch | patch | clean | run | deps | verify | gate
+    kind: str                  # check | fetch | patch | clean | run | deps | seed | remember
+                               # | verify | gate
     what: str                  # one line for people (dry run, progress)
     step: Step | None = None   # kind "run": the command, exactly as it will run
     arg: str = ""              # fetch: the extra source's variable; patch: the patch set
@@ -224,7 +225,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                        req.verbose, project.root / "native" / "cmake", defines, cache,
                        slot_script)
         built = steps_for(job)
-        actions += _run_all(built)
+        actions += _with_cmake_seed(job, _run_all(built))
         uncached = dict(zip(built, steps_for(replace(job, cache=None)))) if cache else {}
         # the key sees the build as it runs without launchers: they change speed only
         bare = dict(zip(built, steps_for(replace(job, cache=None, slots=None))))
@@ -284,6 +285,20 @@ def _clean(path: Path) -> Action:
 
 def _run_all(steps) -> list[Action]:
     return [Action("run", s.description, s) for s in steps]
+
+
+def _with_cmake_seed(job: BuildJob, runs: list[Action]) -> list[Action]:
+    """A CMake build with a compiler cache: CMake's compiler detection is seeded into a fresh
+    build dir before, and kept after (build/cmake_seed.py)."""
+    if job.recipe.kind != "cmake" or job.cache is None or not runs:
+        return runs
+    step = runs[0].step
+    seed = job.cache.local / "cmake-seeds" / cmake_seed.seed_key(step.argv, dict(step.env))
+    return [Action("seed", f"seed CMake's compiler detection from {seed} if {job.build_dir} "
+                   "is fresh", arg=str(seed), path=job.build_dir),
+            *runs,
+            Action("remember", f"keep CMake's compiler detection as {seed}", arg=str(seed),
+                   path=job.build_dir)]
 
 
 def download_steps(env, recipe: Recipe, archs: ArchList, out: Path,
