@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .scripts import write_script
+
 VARIABLE = "CUFORGE_SLOTS"
 
 SCRIPT = """#!/bin/sh
@@ -45,14 +47,7 @@ def available() -> bool:
 
 def launcher(state_dir: Path) -> Path:
     """``<state>/slots/take-slot``, written once (atomically: builds may start side by side)."""
-    script = state_dir / "slots" / "take-slot"
-    if not script.is_file() or script.read_text() != SCRIPT:
-        script.parent.mkdir(parents=True, exist_ok=True)
-        tmp = script.with_suffix(f".{os.getpid()}")
-        tmp.write_text(SCRIPT)
-        tmp.chmod(0o755)
-        tmp.replace(script)
-    return script
+    return write_script(state_dir / "slots" / "take-slot", SCRIPT)
 
 
 @contextmanager

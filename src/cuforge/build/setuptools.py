@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from ..runner import Step
+from ..scripts import write_script
 
 SHIM = Path(__file__).resolve().parent / "shim"
 
@@ -57,12 +58,5 @@ def cxx_launcher(prefix: list[str], where: Path, cxx: str) -> Path:
     real = shutil.which(words[0]) or words[0]
     command = shlex.join([*prefix, real, *words[1:]])
     key = hashlib.sha256(command.encode()).hexdigest()[:12]
-    script = where / key / Path(real).name
     text = f'#!/bin/sh\n# cuforge: the C++ compiler behind its launchers\nexec {command} "$@"\n'
-    if not script.is_file() or script.read_text() != text:
-        script.parent.mkdir(parents=True, exist_ok=True)
-        tmp = script.with_suffix(f".{os.getpid()}")
-        tmp.write_text(text)
-        tmp.chmod(0o755)
-        tmp.replace(script)
-    return script
+    return write_script(where / key / Path(real).name, text)
