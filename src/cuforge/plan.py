@@ -293,7 +293,9 @@ def _with_cmake_seed(job: BuildJob, runs: list[Action]) -> list[Action]:
     if job.recipe.kind != "cmake" or job.cache is None or not runs:
         return runs
     step = runs[0].step
-    seed = job.cache.local / "cmake-seeds" / cmake_seed.seed_key(step.argv, dict(step.env))
+    # beside the package's sccache store, not in it: sccache evicts what it finds there
+    seeds = job.cache.local.with_name(f"{job.cache.local.name}.cmake-seeds")
+    seed = seeds / cmake_seed.seed_key(step.argv, dict(step.env))[:16]
     return [Action("seed", f"seed CMake's compiler detection from {seed} if {job.build_dir} "
                    "is fresh", arg=str(seed), path=job.build_dir),
             *runs,
