@@ -14,7 +14,8 @@ Detection depends on the compilers, the flags and the tools on PATH, so the seed
 whole build command (its arguments hold the CMake definitions, its environment what cuforge
 sets), the detection variables of the environment it runs in, and the size and time of the
 compiler and cmake binaries it finds: another compiler, flag or CMake gets its own seed. Seeds
-live beside the package's compiler-cache store (not in it: sccache evicts what it finds there), and only builds with a cache use them.
+live beside the package's compiler-cache store (not in it: sccache evicts what it finds
+there), and only builds with a cache use them.
 """
 
 from __future__ import annotations
