@@ -112,7 +112,8 @@ class Executor:
         self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
         self.env_lock = threading.Lock()
         self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
-        self.side_by_side = sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
+        self.side_by_side = plan.pooled or sum(1 for p in plan.packages
+                                               if p.jobs < plan.jobs) > 1
 
     def run(self) -> Outcome:
         outcome = Outcome()
