@@ -33,6 +33,7 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
+from .runner import note
 
 CONFIG_FILE = "cache.toml"          # under envs/: the project's [cache] table
 REMOTE_SCHEMES = ("redis", "rediss")
@@ -271,7 +272,7 @@ def serve(cache: ActiveCache | None, why_off: str, log: Path, say=print
         if why_off.startswith("sccache not found"):
             say(f"[yellow]warning[/]: {why_off}; building without a compiler cache")
         yield report
-        _log(log, report.line())
+        note(log, report.line())
         return
     env = dict(cache.env)
     remote = cache.config.kind == "remote"
@@ -298,7 +299,7 @@ def serve(cache: ActiveCache | None, why_off: str, log: Path, say=print
         report.compile_seconds = round(time.monotonic() - t0, 1)
         _read_stats(cache.sccache, env, report)
         _sccache(cache.sccache, env, "--stop-server")
-        _log(log, report.line())
+        note(log, report.line())
         say(f"{log.stem}: {report.line()}")
 
 
@@ -347,10 +348,4 @@ def _sccache(sccache: Path, env: dict[str, str], *args: str) -> subprocess.Compl
                               text=True, timeout=60, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess([str(sccache), *args], 124, "", "timed out")
-
-
-def _log(log: Path, line: str) -> None:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as f:
-        f.write(f"\n# {line}\n")
 

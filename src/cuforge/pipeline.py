@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -92,9 +92,7 @@ def build(project: Project, req: BuildRequest) -> Outcome:
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
                   f"{env.toolkit.root})")
     the_plan = make_plan(project, req, env, order)
-    if not the_plan.pooled:
-        return Executor(project, req, env, the_plan, log_dir).run()
-    with slots.pool(project.state_dir, the_plan.jobs):
+    with slots.pool(project.state_dir, the_plan.jobs) if the_plan.pooled else nullcontext():
         return Executor(project, req, env, the_plan, log_dir).run()
 
 
@@ -284,7 +282,7 @@ class Executor:
                     prefix=self._prefix(pkg))
         elif action.kind == "seed":
             if cmake_seed.restore(action.path, Path(action.arg)):
-                _note(log, f"seeded CMake's compiler detection from {action.arg}")
+                runner.note(log, f"seeded CMake's compiler detection from {action.arg}")
         elif action.kind == "remember":
             cmake_seed.remember(action.path, Path(action.arg))
         elif action.kind == "run" and action.shares_env:
@@ -453,11 +451,6 @@ def runtime_requirements(wheel: Path) -> list[str]:
             continue
         reqs.append(str(req))
     return reqs
-
-
-def _note(log: Path, line: str) -> None:
-    with open(log, "a") as sink:
-        sink.write(f"cuforge: {line}\n")
 
 
 def log_report(log: Path, report) -> None:

@@ -83,7 +83,7 @@ class PackagePlan:
 @dataclass(frozen=True)
 class Plan:
     combo: Combo
-    jobs: int                  # the whole budget: the shares of running packages never exceed it
+    jobs: int                  # the whole budget: running shares, or the compile slots, hold it
     wheel_dir: Path
     packages: tuple[PackagePlan, ...]
     # True: packages build side by side, each may start ``jobs`` compilers, and a pool of

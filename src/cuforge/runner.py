@@ -100,6 +100,13 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     return "".join(captured if not log else tail)
 
 
+def note(log: Path, line: str) -> None:
+    """One cuforge line (``# ...``) into a package's log, between the commands' output."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as sink:
+        sink.write(f"\n# {line}\n")
+
+
 def stop_all() -> None:
     """Stop every running command's process tree (an interrupt reaches only the main thread;
     commands run by other threads are stopped from there)."""

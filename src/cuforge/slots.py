@@ -55,6 +55,7 @@ def pool(state_dir: Path, size: int) -> Iterator[Path]:
     """A FIFO with ``size`` free slots, named by ``$CUFORGE_SLOTS`` for every command started in
     the block. This process keeps it open for reading and writing, so a compiler's open never
     blocks and a slot given back is never lost while the build runs."""
+    (state_dir / "slots").mkdir(parents=True, exist_ok=True)
     where = Path(tempfile.mkdtemp(prefix="pool-", dir=state_dir / "slots"))
     fifo = where / "fifo"
     os.mkfifo(fifo)
