@@ -26,6 +26,7 @@ TREES = {
     "diff-gaussian-rasterization_gof": "milo/submodules/diff-gaussian-rasterization_gof",
     "simple-knn": "milo/submodules/simple-knn",
     "swin3d": "swin3d",
+    "flash-attn": "flash_attn",
 }
 
 
@@ -201,3 +202,21 @@ def test_glm_moves_out_of_nvcc_flags(tmp_path: Path) -> None:
         keywords = {k.arg: k.value for k in call.keywords}
         assert "third_party/glm/" in ast.unparse(keywords["include_dirs"])
         assert "glm" not in ast.unparse(keywords["extra_compile_args"])
+
+
+def _list_assignments(source: str) -> dict[str, list]:
+    """Every ``name = [literal, ...]`` in a setup.py, by name."""
+    return {node.targets[0].id: ast.literal_eval(node.value)
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+            and isinstance(node.targets[0], ast.Name)
+            and all(isinstance(e, ast.Constant) for e in node.value.elts)}
+
+
+def test_flash_attn_cuda_flags_become_cxx20_and_rocm_is_left(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path, "flash-attn")
+    apply(load_patch_set("flash-attn", PATCHES), root)
+    lists = _list_assignments((root / "setup.py").read_text())
+    assert "-std=c++20" in lists["nvcc_flags"] and "-std=c++17" not in lists["nvcc_flags"]
+    assert lists["compiler_c17_flag"] == ["-O3", "-std=c++20"]
+    assert "-std=c++17" in lists["rocm_flags"]       # the ROCm branch is not ours to change

@@ -10,6 +10,7 @@ from cuforge.verify.smoke import Device, device_gate, smoke_verdict
 
 def test_protocol():
     assert smoke_verdict(0, "ran 3 cases\nall equal\n", "").detail == "passed: all equal"
+    assert smoke_verdict(0, "pass: 3 cases equal\n", "").detail == "passed: 3 cases equal"
     assert smoke_verdict(77, "skipped: needs CGAL\n", "").detail == "skipped: needs CGAL"
     assert smoke_verdict(77, "no second GPU\n", "").detail == "skipped: no second GPU"
     assert smoke_verdict(1, "", "Traceback...\nAssertionError: mismatch\n").summary == \

@@ -111,7 +111,8 @@ def smoke_verdict(returncode: int | None, stdout: str, stderr: str, *,
     if returncode is None:
         return CheckResult("smoke", "fail", f"timed out after {timeout:g} s")
     if returncode == 0:
-        last = last_error_line(stdout)
+        # scripts end with "pass: <what was checked>"; say "passed" once, not "passed: pass:"
+        last = last_error_line(stdout).removeprefix("pass:").strip()
         return CheckResult("smoke", "pass", f"passed{': ' + last if last else ''}")
     if returncode == SKIP_EXIT:
         reason = last_error_line(stdout) or last_error_line(stderr) or "no reason given"
