@@ -22,7 +22,7 @@ from .errors import ConfigError, CuforgeError
 from .project import Project
 from .recipes import load_recipes
 from .syslibs import missing_headers
-from .toolchain import NVCC_MEM_PER_JOB, _mem_available, default_jobs
+from .toolchain import NVCC_MEM_PER_JOB, default_jobs, mem_available
 from .wheelhouse import MANIFEST, Wheelhouse
 
 Runs = Literal["native", "compatible", "ptx", "none", "no device code"]
@@ -131,7 +131,7 @@ def _machine(report: gpu.GpuReport) -> list[tuple[str, str, str]]:
     rows = [("GPU", "ok" if report.gpus else "info", report.summary)]
     if report.driver:
         rows.append(("driver", "ok", f"{report.driver} (runs CUDA <= {report.driver_cuda})"))
-    avail = _mem_available()
+    avail = mem_available()
     mem = f"{avail / 2**30:.1f} GiB available" if avail else "available memory unknown"
     rows.append(("memory / jobs", "ok",
                  f"{mem}, {os.cpu_count()} cores → {default_jobs()} parallel compile "

@@ -47,6 +47,8 @@ def dry_run(project: Project, req, order: list[Recipe]) -> None:
 def package_lines(project: Project, pkg: PackagePlan) -> list[str]:
     """One package of the plan as text: comments, then the commands in order."""
     lines = [f"\n# ---- {pkg.name} ({pkg.recipe.kind}, {pkg.jobs} jobs, key {pkg.key[:16]}) ----"]
+    if pkg.jobs_note:
+        lines.append(f"# {pkg.jobs_note}")
     if pkg.skip:
         return [*lines, f"# would skip {pkg.name}: {pkg.skip}"]
     if pkg.prebuilt:

@@ -179,6 +179,8 @@ class Executor:
     def _build_and_publish(self, pkg: PackagePlan) -> Entry:
         log = self.log_dir / f"{pkg.name}.log"
         log.write_text("")
+        if pkg.jobs_note:
+            runner.note(log, pkg.jobs_note)
         started = time.monotonic()
         try:
             with BuildProgress(pkg.name, console, f"building for {pkg.archs} (log: {log})",

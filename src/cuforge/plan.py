@@ -26,7 +26,7 @@ from .fingerprint import files_digest, key_of, tree_digest
 from .project import Project
 from .recipes import Recipe, Source
 from .runner import Step
-from .toolchain import build_environment
+from .toolchain import build_environment, jobs_within_memory, mem_available
 
 console = Console(stderr=True, highlight=False)
 
@@ -70,6 +70,7 @@ class PackagePlan:
     # each cached build command and the same command without the cache: the build runs the
     # second ones again when sccache itself failed (a cache must never fail a build)
     uncached: tuple[tuple[Step, Step], ...] = ()
+    jobs_note: str = ""                # why it has fewer jobs than its share (memory)
 
     @property
     def name(self) -> str:
@@ -116,10 +117,12 @@ def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:
     shares = ({r.name: req.jobs for r in order} if req.one_at_a_time or pooled
               else job_shares(order, req.jobs))
     slot_script = slots.launcher(project.state_dir) if pooled else None
+    memory = MemoryBudget(req.jobs, mem_available(),
+                          alone=req.one_at_a_time or sum(r.kind != "prebuilt" for r in order) < 2)
     planned: dict[str, PackagePlan] = {}
     for recipe in order:
         planned[recipe.name] = _package_plan(project, req, env, recipe, shares[recipe.name],
-                                             planned, slot_script)
+                                             planned, slot_script, memory)
     return Plan(combo, req.jobs, wheel_dir(project, combo), tuple(planned.values()), pooled)
 
 
@@ -166,12 +169,36 @@ def job_shares(order: list[Recipe], budget: int) -> dict[str, int]:
     return shares
 
 
+@dataclass(frozen=True)
+class MemoryBudget:
+    """What a memory-hungry recipe's jobs must fit in (see toolchain.jobs_within_memory)."""
+
+    budget: int                # the plan's jobs
+    avail: float | None        # bytes available now; None: unknown, no limit
+    alone: bool                # no other package compiles beside it
+
+    def jobs_for(self, recipe: Recipe, archs: ArchList, share: int) -> tuple[int, str]:
+        """(jobs, why fewer than ``share``) for ``recipe``."""
+        if not recipe.compile_memory_gb or self.avail is None:
+            return share, ""
+        jobs = jobs_within_memory(share, per_compile=recipe.compile_memory_gb * 2**30,
+                                  arches=max(1, len(archs)), budget=self.budget,
+                                  alone=self.alone, avail=self.avail)
+        if jobs == share:
+            return share, ""
+        beside = "" if self.alone else ", other packages' compilers beside it"
+        return jobs, (f"{jobs} of {share} jobs: one compile of {recipe.name} peaks at "
+                      f"~{recipe.compile_memory_gb:g} GB (compile_memory_gb), "
+                      f"{self.avail / 2**30:.0f} GB available{beside}")
+
+
 def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
-                  planned: dict[str, PackagePlan], slot_script: Path | None = None
-                  ) -> PackagePlan:
+                  planned: dict[str, PackagePlan], slot_script: Path | None = None,
+                  memory: MemoryBudget | None = None) -> PackagePlan:
     combo = env.combo
     mapped = package_arches(recipe, combo, req)
     archs = mapped if mapped is not None else combo.arches
+    jobs, jobs_note = memory.jobs_for(recipe, archs, jobs) if memory else (jobs, "")
     policy = effective_policy(recipe, combo, req)
     work = work_dir(project, combo, recipe)
     skip = ""
@@ -248,7 +275,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     return PackagePlan(recipe, archs, policy, skip, work, src, jobs, env_vars, prebuilt,
                        tuple(actions), tuple(sorted(inputs.items())), key_of(inputs),
                        _resume_key(source_inputs, env), cache, cache_off,
-                       tuple((a, b) for a, b in uncached.items() if a != b))
+                       tuple((a, b) for a, b in uncached.items() if a != b), jobs_note)
 
 
 def torch_defines(info) -> tuple[tuple[str, str], ...]:

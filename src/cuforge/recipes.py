@@ -17,7 +17,7 @@ BUILD_KINDS = ("setuptools", "cmake", "prebuilt")
 ARCH_POLICIES = ("auto", "native", "ptx", "skip", "error")
 RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "pip_args", "source",
                "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
-               "notes"}
+               "notes", "compile_memory_gb"}
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,9 @@ class Recipe:
     system_headers: tuple[SystemHeader, ...] = ()
     extra_sources: tuple[tuple[str, Source], ...] = ()   # (variable, source): e.g. upstream
     build_requires: tuple[str, ...] = ()                 # PyPI packages the build imports
+    # measured peak of one device compilation (cicc/ptxas) in GB; 0: the default estimate
+    # (toolchain.NVCC_MEM_PER_JOB). The plan lowers the package's jobs to fit the memory.
+    compile_memory_gb: float = 0.0
     file: Path | None = None
 
 
@@ -223,8 +226,17 @@ def parse_recipe(path: Path) -> Recipe:
         extra_sources=tuple((var, _source(row, f"{where} [extra_sources.{var}]"))
                             for var, row in data.get("extra_sources", {}).items()),
         build_requires=tuple(data.get("build_requires", ())),
+        compile_memory_gb=_memory_gb(data.get("compile_memory_gb", 0), where),
         file=path,
     )
+
+
+def _memory_gb(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{where}: compile_memory_gb must be a number of GB, not {value!r}",
+                          hint="the peak memory of one of its compilers, e.g. "
+                          "compile_memory_gb = 7 (watch cicc in top during a build)")
+    return float(value)
 
 
 def _smoke(row: str | dict, where: str) -> SmokeRule:

@@ -191,12 +191,38 @@ def _link(real: Path, target: Path, *, hardlink: bool) -> None:
 def default_jobs() -> int:
     """min(cores, available memory / 2.5 GB), at least 1."""
     cores = os.cpu_count() or 1
-    avail = _mem_available()
+    avail = mem_available()
     by_mem = int(avail // NVCC_MEM_PER_JOB) if avail else cores
     return max(1, min(cores, by_mem))
 
 
-def _mem_available() -> float | None:
+def jobs_within_memory(jobs: int, *, per_compile: float, arches: int, budget: int,
+                       alone: bool, avail: float | None) -> int:
+    """The most of a package's ``jobs`` compilers that fit in ``avail`` bytes when one device
+    compilation of it peaks at ``per_compile`` bytes (a recipe's ``compile_memory_gb``).
+
+    Each nvcc compiles min(jobs, arches) arches at once (``-t``, see build_environment). Beside
+    other packages (``alone`` false) the rest of the ``budget`` may hold NVCC_MEM_PER_JOB each.
+    At least one job, so the build always moves.
+
+    >>> GB = 2**30
+    >>> jobs_within_memory(16, per_compile=7 * GB, arches=1, budget=16, alone=True, avail=30 * GB)
+    4
+    >>> jobs_within_memory(9, per_compile=7 * GB, arches=1, budget=9, alone=False, avail=23 * GB)
+    1
+    >>> jobs_within_memory(2, per_compile=7 * GB, arches=1, budget=2, alone=True, avail=23 * GB)
+    2
+    """
+    if avail is None:
+        return jobs
+    for k in range(jobs, 1, -1):
+        others = 0 if alone else (budget - k) * NVCC_MEM_PER_JOB
+        if k * min(k, arches) * per_compile + others <= avail:
+            return k
+    return 1
+
+
+def mem_available() -> float | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):

@@ -177,3 +177,25 @@ def test_packages_built_together_share_compile_slots_and_keep_their_keys(tmp_pat
     assert f"exec {slot} " in Path(step_env["CXX"]).read_text()
     (alone,) = [a.step for a in serial.package("a").actions if a.step and "wheel" in a.step.argv]
     assert str(slot) not in dict(alone.env).get("PYTORCH_NVCC", "")
+
+
+def test_a_memory_hungry_package_gets_the_jobs_that_fit(tmp_path, monkeypatch):
+    """flash-attn's cicc peaks at ~7 GB: 16 jobs on a 30 GB box would need 112 GB."""
+    import cuforge.plan as plan_module
+    project, combo, env = _setup(tmp_path, arches="12.0")
+    recipe = project.recipes_dir / "a.toml"
+    recipe.write_text("compile_memory_gb = 7\n" + recipe.read_text())
+    monkeypatch.setattr(plan_module, "mem_available", lambda: 30 * 2**30)
+    alone = make_plan(project, BuildRequest(combo=combo, jobs=16, packages=("a",)), env,
+                      plan(load_recipes(project), ["a"])).package("a")
+    assert alone.jobs == 4 and dict(alone.env)["MAX_JOBS"] == "4"
+    assert "4 of 16 jobs" in alone.jobs_note and "7 GB" in alone.jobs_note
+    # beside b, whose compilers may hold the rest of the budget at 2.5 GB each: what is left
+    both = _plan(project, combo, env, jobs=8)
+    assert both.package("a").jobs == 2 and both.package("b").jobs == 8
+    assert "other packages' compilers" in both.package("a").jobs_note
+    # the key does not see the jobs
+    monkeypatch.setattr(plan_module, "mem_available", lambda: 512 * 2**30)
+    roomy = _plan(project, combo, env, jobs=8)
+    assert roomy.package("a").jobs == 8 and not roomy.package("a").jobs_note
+    assert [p.key for p in roomy.packages] == [p.key for p in both.packages]

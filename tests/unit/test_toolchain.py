@@ -25,13 +25,13 @@ def test_default_jobs_is_bounded_by_cores_and_memory(monkeypatch):
     """nvcc needs ~2.5 GB per job: memory, not cores, limits a small box."""
     import cuforge.toolchain as tc
     monkeypatch.setattr(tc.os, "cpu_count", lambda: 16)
-    monkeypatch.setattr(tc, "_mem_available", lambda: 8 * 2**30)     # 8 GiB free
+    monkeypatch.setattr(tc, "mem_available", lambda: 8 * 2**30)     # 8 GiB free
     assert default_jobs() == 3
-    monkeypatch.setattr(tc, "_mem_available", lambda: 1 * 2**30)     # less than one job's worth
+    monkeypatch.setattr(tc, "mem_available", lambda: 1 * 2**30)     # less than one job's worth
     assert default_jobs() == 1
-    monkeypatch.setattr(tc, "_mem_available", lambda: 128 * 2**30)   # cores are the limit
+    monkeypatch.setattr(tc, "mem_available", lambda: 128 * 2**30)   # cores are the limit
     assert default_jobs() == 16
-    monkeypatch.setattr(tc, "_mem_available", lambda: None)          # unknown: cores
+    monkeypatch.setattr(tc, "mem_available", lambda: None)          # unknown: cores
     assert default_jobs() == 16
 
 
@@ -97,3 +97,14 @@ def test_toolkit_root_offers_every_dev_name_and_merges_cuda12_parts(tmp_path):
     # nvcc is a hard link, so it finds include/ and nvvm/ relative to the assembled root.
     assert not tk.nvcc.is_symlink() and str(tk.version) == "12.8"
     assert (tk.root / "targets" / "x86_64-linux" / "include" / "cuda_runtime.h").exists()
+
+
+def test_the_docstring_examples_hold():
+    """jobs_within_memory's and job_shares' examples are the arithmetic the plan relies on."""
+    import doctest
+
+    import cuforge.plan
+    import cuforge.toolchain
+    for module in (cuforge.toolchain, cuforge.plan):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
