@@ -190,6 +190,8 @@ def test_a_memory_hungry_package_gets_the_jobs_that_fit(tmp_path, monkeypatch):
                       plan(load_recipes(project), ["a"])).package("a")
     assert alone.jobs == 4 and dict(alone.env)["MAX_JOBS"] == "4"
     assert "4 of 16 jobs" in alone.jobs_note and "7 GB" in alone.jobs_note
+    from cuforge.dryrun import package_lines
+    assert f"# {alone.jobs_note}" in package_lines(project, alone)
     # beside b, whose compilers may hold the rest of the budget at 2.5 GB each: what is left
     both = _plan(project, combo, env, jobs=8)
     assert both.package("a").jobs == 2 and both.package("b").jobs == 8
