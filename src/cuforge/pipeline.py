@@ -23,7 +23,7 @@ from .combos import Combo
 from .console import BuildProgress, live_progress, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
 from .plan import (Action, PackagePlan, Plan, effective_policy, make_plan,  # noqa: F401
-                   recipe_digest, wheel_dir)
+                   wheel_dir)
 from .project import Project
 from .recipes import Recipe, load_recipes, plan
 from .runner import Step, listen, run
@@ -60,8 +60,9 @@ class Outcome:
         return [e for e in self.entries if e.status == "FAILED"]
 
 
-def resolve_plan(project: Project, req: BuildRequest) -> list[Recipe]:
-    recipes = load_recipes(project)
+def resolve_plan(project: Project, req: BuildRequest,
+                 recipes: dict[str, Recipe] | None = None) -> list[Recipe]:
+    recipes = dict(recipes or load_recipes(project))
     for name, path in req.src_overrides:
         if name not in recipes:
             raise ConfigError(f"--src {name}=...: no recipe called {name!r}",
@@ -74,7 +75,9 @@ def resolve_plan(project: Project, req: BuildRequest) -> list[Recipe]:
 
 
 def build(project: Project, req: BuildRequest) -> Outcome:
-    order = resolve_plan(project, req)
+    # read once: the build runs on these even if recipes/ is edited while it compiles
+    recipes = load_recipes(project)
+    order = resolve_plan(project, req, recipes)
     if req.dry_run:
         from .dryrun import dry_run
         dry_run(project, req, order)
@@ -93,7 +96,7 @@ def build(project: Project, req: BuildRequest) -> Outcome:
                   f"{env.toolkit.root})")
     the_plan = make_plan(project, req, env, order)
     with slots.pool(project.state_dir, the_plan.jobs) if the_plan.pooled else nullcontext():
-        return Executor(project, req, env, the_plan, log_dir).run()
+        return Executor(project, req, env, the_plan, log_dir, frozenset(recipes)).run()
 
 
 class Executor:
@@ -102,9 +105,10 @@ class Executor:
     combo env (pip install) run one at a time."""
 
     def __init__(self, project: Project, req: BuildRequest, env: venv.ComboEnv, plan: Plan,
-                 log_dir: Path) -> None:
+                 log_dir: Path, recipe_names: frozenset[str]) -> None:
         self.project, self.req, self.env, self.plan, self.log_dir = (project, req, env, plan,
                                                                      log_dir)
+        self.recipe_names = recipe_names   # never installed from an index (runtimedeps.split)
         self.house = Wheelhouse(plan.wheel_dir)
         self.house.recover()   # finish or undo a publish that a killed run left half-done
         self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
@@ -205,7 +209,7 @@ class Executor:
             build_seconds=seconds, log=str(log),
             reason="; ".join(filter(None, (note, recipe.arches.explain(self.plan.combo.arches,
                                                                        pkg.policy)))),
-            recipe_digest=recipe_digest(self.project, recipe), plan_key=pkg.key,
+            recipe_digest=dict(pkg.inputs)["recipe"], plan_key=pkg.key,   # as planned
             compiler_cache=self.cache_reports[pkg.name].as_dict() if how == "compiled" else {},
             runtime_installed=self.runtime.get(wheel.name, []))
         self.house.publish(wheel, entry)
@@ -361,7 +365,7 @@ class Executor:
 
     def _install_runtime_requirements(self, wheel: Path, log: Path) -> None:
         from .runtimedeps import install_step, split
-        reqs, _ = split(runtime_requirements(wheel), load_recipes(self.project))
+        reqs, _ = split(runtime_requirements(wheel), self.recipe_names)
         self.runtime[wheel.name] = reqs   # recorded in the manifest line
         if reqs:   # torch and wheelhouse packages never come from an index (runtimedeps)
             with self.env_lock:
@@ -460,8 +464,8 @@ def log_report(log: Path, report) -> None:
     check, and a passing smoke's message (what it compared, on which GPU) is evidence too."""
     with open(log, "a") as sink:
         sink.write(f"\n# verification of {report.wheel.name}\n")
-        for result in report.results:
-            sink.write(f"{result.check}: {result.status}: {result.detail}\n")
+        for check, summary in check_summaries(report).items():
+            sink.write(f"{check}: {summary}\n")
 
 
 def check_summaries(report) -> dict[str, str]:

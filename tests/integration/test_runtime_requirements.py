@@ -24,3 +24,40 @@ def test_torch_and_wheelhouse_packages_are_left_out_and_the_rest_recorded(tmp_pa
     log = (proj / ".state" / "logs").glob("*/tinyext.log")
     text = next(log).read_text()
     assert "runtime requirements of tinyext" in text and "torch==2.14.1" in text
+
+
+def test_recipes_edited_while_it_compiles_do_not_change_the_build(tmp_path):
+    """The build runs on the recipes it read when it started: an edit of recipes/ during the
+    compile (a broken file, a changed recipe) neither fails it nor changes what the manifest says
+    it was built from. Before, verification read recipes/ again and died on the broken file
+    after the whole compile (flash-attn, 99 minutes here)."""
+    import threading
+    import time
+
+    from cuforge.plan import recipe_digest
+    from cuforge.project import Project
+    from cuforge.recipes import parse_recipe
+
+    proj = make_project(tmp_path, requires=("numpy", "tinyext-helper>=0.1"))
+    helper = proj / "recipes" / "tinyext-helper.toml"
+    helper.write_text('[source]\npath = "nowhere"\n')
+    link_combo_env(proj)
+    recipe = proj / "recipes" / "tinyext.toml"
+    planned = recipe_digest(Project(proj), parse_recipe(recipe))
+    pidfile = tmp_path / "compiling.pid"
+    result = {}
+    runner = threading.Thread(target=lambda: result.update(run=build(
+        proj, env={"TINYEXT_SLEEP": "3", "TINYEXT_PIDFILE": str(pidfile)}, timeout=600)))
+    runner.start()
+    while not pidfile.exists() and runner.is_alive():
+        time.sleep(0.1)
+    assert pidfile.exists(), result["run"].stderr[-3000:]
+    helper.write_text('no_such_key = 1\n[source]\npath = "nowhere"\n')
+    recipe.write_text(recipe.read_text() + "# edited while compiling\n")
+    runner.join()
+    run = result["run"]
+    assert run.returncode == 0, run.stderr[-3000:]
+    entry = manifest_lines(proj)[-1]
+    assert entry["status"] == "compiled" and entry["runtime_installed"] == ["numpy"]
+    assert entry["recipe_digest"] == planned
+    assert recipe_digest(Project(proj), parse_recipe(recipe)) != planned
