@@ -60,9 +60,8 @@ class Outcome:
         return [e for e in self.entries if e.status == "FAILED"]
 
 
-def resolve_plan(project: Project, req: BuildRequest,
-                 recipes: dict[str, Recipe] | None = None) -> list[Recipe]:
-    recipes = dict(recipes or load_recipes(project))
+def resolve_plan(req: BuildRequest, recipes: dict[str, Recipe]) -> list[Recipe]:
+    recipes = dict(recipes)   # --src replaces sources in this copy only
     for name, path in req.src_overrides:
         if name not in recipes:
             raise ConfigError(f"--src {name}=...: no recipe called {name!r}",
@@ -77,7 +76,7 @@ def resolve_plan(project: Project, req: BuildRequest,
 def build(project: Project, req: BuildRequest) -> Outcome:
     # read once: the build runs on these even if recipes/ is edited while it compiles
     recipes = load_recipes(project)
-    order = resolve_plan(project, req, recipes)
+    order = resolve_plan(req, recipes)
     if req.dry_run:
         from .dryrun import dry_run
         dry_run(project, req, order)

@@ -179,7 +179,7 @@ class MemoryBudget:
 
     def jobs_for(self, recipe: Recipe, archs: ArchList, share: int) -> tuple[int, str]:
         """(jobs, why fewer than ``share``) for ``recipe``."""
-        if not recipe.compile_memory_gb or self.avail is None:
+        if not recipe.compile_memory_gb:
             return share, ""
         jobs = jobs_within_memory(share, per_compile=recipe.compile_memory_gb * 2**30,
                                   arches=max(1, len(archs)), budget=self.budget,
