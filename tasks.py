@@ -59,11 +59,12 @@ def verify(c, path, python="3.11", accel="cu130", combo="", cuda_arch="", json=F
              *_flag("--interpreter", interpreter), *_flag("--models", models))
 
 
-@task(help={"gpu_arch": "rate the wheelhouses for this GPU instead (e.g. 12.1)"})
-def doctor(c, gpu_arch=""):
+@task(help={"gpu_arch": "rate the wheelhouses for this GPU instead (e.g. 12.1)",
+            "combo": "judge only this combo (default: those with an env or a wheelhouse here)"})
+def doctor(c, gpu_arch="", combo=""):
     """Check the machine: GPU + driver, memory/jobs, tools, combos, system headers, and whether
     this GPU runs each wheelhouse package natively, by PTX JIT, or not at all."""
-    _cuforge(c, "doctor", *_flag("--gpu-arch", gpu_arch))
+    _cuforge(c, "doctor", *_flag("--gpu-arch", gpu_arch), *_flag("--combo", combo))
 
 
 @task(help={"stack": "milo or pointcept (stacks/*.toml)",
@@ -110,3 +111,28 @@ def patch_pointcept(c, pointcept, check=False, revert=False, dry_run=False):
     """Apply cuforge's runtime patches to a Pointcept checkout (NumPy 2, spconv algo switch)."""
     _cuforge(c, "patch", "pointcept", pointcept, *_flag("--check", check),
              *_flag("--revert", revert), *_flag("--dry-run", dry_run))
+
+
+@task(help={"paths": "comma-separated wheelhouse dirs (default: the whole wheelhouse)"})
+def index(c, paths=""):
+    """Write a PEP 503/691 simple index into each wheelhouse dir (docs/package-index.md)."""
+    _cuforge(c, "index", *[p for p in paths.split(",") if p])
+
+
+@task(help={"torch": "one torch version (default: each the combo lists)"})
+def resolve(c, python="3.11", accel="cu130", combo="", torch=""):
+    """Check that a combo's torch + CUDA toolkit install on its platform (uv; installs nothing)."""
+    _cuforge(c, "resolve", "--python", python, "--accel", accel, *_flag("--combo", combo),
+             *_flag("--torch", torch))
+
+
+@task(name="ci-matrix")
+def ci_matrix(c):
+    """The CI matrix as JSON: one entry per combo, with the stacks' packages in build order."""
+    _cuforge(c, "ci", "matrix")
+
+
+@task(name="ci-workflow", help={"check": "fail unless the committed workflow is current"})
+def ci_workflow(c, check=False):
+    """Regenerate .github/workflows/wheels.yml from envs/, stacks/, recipes/ and smoke/."""
+    _cuforge(c, "ci", "workflow", *_flag("--check", check))
