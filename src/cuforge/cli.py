@@ -108,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="check the machine: pythons, uv, nvcc, compilers, libraries")
     d.add_argument("--gpu-arch", default="",
                    help="rate the wheelhouses for this GPU (e.g. 12.1) instead of the local one")
+    d.add_argument("--combo", default="", help="judge this combo only (default: the combos with "
+                   "an env or a wheelhouse here; the others are information)")
     d.set_defaults(func=_cmd_doctor)
 
     st = sub.add_parser("setup", parents=[common],
@@ -262,7 +264,7 @@ def _cmd_verify(args) -> int:
 
 def _cmd_doctor(args) -> int:
     from .doctor import run_doctor
-    return run_doctor(_project(args), gpu_arch=args.gpu_arch)
+    return run_doctor(_project(args), gpu_arch=args.gpu_arch, combo=args.combo)
 
 
 def _cmd_setup(args) -> int:

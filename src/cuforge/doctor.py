@@ -1,6 +1,12 @@
 """``invoke doctor``: the machine the wheels are built and run on — GPU and driver, memory and
 the parallel jobs it allows, tools, combos, system headers, and for every wheelhouse whether
-this GPU runs each package natively, only through PTX JIT, or not at all."""
+this GPU runs each package natively, only through PTX JIT, or not at all.
+
+Only what is in use decides the exit status: the combo ``--combo`` names, else every combo
+that has an env (``.cuforge/envs``) or a wheelhouse directory here, and the system headers of
+the packages those combos build. Other combos and headers are listed as information: a
+machine that is fine for the combo it runs must not fail because another combo's Python is
+missing there."""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from rich.text import Text
 
 from . import gpu, hostcxx, platforms, venv
 from .arches import Arch, parse_target
-from .combos import load_combos
+from .combos import Combo, load_combos, select_combo
 from .console import table
 from .errors import ConfigError, CuforgeError
 from .project import Project
@@ -89,17 +95,26 @@ def wheelhouses(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob(MANIFEST)) if root.is_dir() else []
 
 
-def run_doctor(project: Project, *, gpu_arch: str = "", console: Console | None = None) -> int:
-    """Print the report; exit 0 when nothing is missing, 3 otherwise."""
+def combos_in_use(project: Project, combos: list[Combo]) -> list[Combo]:
+    """The combos this machine uses: those with an env or a wheelhouse directory here."""
+    return [c for c in combos if venv.env_dir(project.state_dir, c).is_dir()
+            or c.wheel_dir(project.wheelhouse).is_dir()]
+
+
+def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
+               console: Console | None = None) -> int:
+    """Print the report; exit 0 when nothing the judged combos need is missing, 3 otherwise."""
     out = console or Console()
     rows: list[tuple[str, str, str]] = []
     report = gpu.probe()
     device = _device(report, gpu_arch)
+    combos = load_combos(project)
+    judged = [select_combo(project, name=combo)] if combo else combos_in_use(project, combos)
     rows += _machine(report)
     rows += _tools()
-    rows += _host_compilers(project)
-    rows += _combos(project, report)
-    rows += _headers(project)
+    rows += _host_compilers(project, judged)
+    rows += _combos(project, report, combos, {c.id for c in judged})
+    rows += _headers(project, _packages_in_use(project, judged))
     t = table("check", "status", "detail", title="cuforge doctor", wide=["detail"])
     for check, status, detail in rows:
         t.add_row(Text(check), Text(status, style=_STYLE.get(status, "")), Text(detail))
@@ -108,8 +123,29 @@ def run_doctor(project: Project, *, gpu_arch: str = "", console: Console | None 
         out.print(_wheelhouse_table(house, project.wheelhouse, device))
     if not wheelhouses(project.wheelhouse):
         out.print(Text(f"no wheelhouse under {project.wheelhouse} yet (cuforge build makes one)"))
+    names = ", ".join(c.id for c in judged)
+    out.print(Text(f"judged: {names} ({'--combo' if combo else 'an env or a wheelhouse here'})"
+                   if judged else "judged: no combo has an env or a wheelhouse here yet "
+                   "(--combo NAME judges one); the other combos are information"),
+              soft_wrap=True)
     problems = sum(status in ("missing", "old") for _, status, _ in rows)
     return 0 if problems == 0 else 3
+
+
+def _as_info(row: tuple[str, str, str], judged: bool) -> tuple[str, str, str]:
+    """A problem of something not in use is information (and says so)."""
+    check, status, detail = row
+    if judged or status not in ("missing", "old"):
+        return row
+    return check, "info", f"{status} (not in use here): {detail}"
+
+
+def _packages_in_use(project: Project, judged: list[Combo]) -> set[str]:
+    """What the judged combos build: their packages and what their wheelhouses hold."""
+    names = {p for c in judged for p in c.packages}
+    for c in judged:
+        names |= set(Wheelhouse(c.wheel_dir(project.wheelhouse)).latest())
+    return names
 
 
 def _device(report: gpu.GpuReport, gpu_arch: str) -> tuple[Arch, str] | None:
@@ -154,42 +190,51 @@ def _tools() -> list[tuple[str, str, str]]:
     return rows
 
 
-def _combos(project: Project, report: gpu.GpuReport) -> list[tuple[str, str, str]]:
+def _combos(project: Project, report: gpu.GpuReport, combos: list[Combo],
+            judged: set[str]) -> list[tuple[str, str, str]]:
     rows = []
-    for combo in load_combos(project):
-        name = f"combo {combo.id}"
-        if combo.target != platforms.host():   # another machine's combo: nothing to find here
-            rows.append((f"{name}: platform", "info", f"{combo.target.name}: built there only; "
-                         f"`cuforge resolve --combo {combo.id}` checks it from here"))
-            continue
-        if combo.interpreter:
-            found = shutil.which(combo.interpreter)
-            rows.append((f"{name}: interpreter", "ok" if found else "missing",
-                         found or combo.interpreter))
-        else:
-            try:
-                rows.append((f"{name}: python", "ok", str(venv.find_python(combo.python))))
-            except CuforgeError as err:
-                rows.append((f"{name}: python", "missing", str(err)))
-            ready = venv.is_ready(project.state_dir, combo)
-            rows.append((f"{name}: env", "ok" if ready else "not yet",
-                         "reused on next build" if ready else "created on first build"))
-        ok, text = gpu.driver_verdict(report, combo.accel.cuda)
-        status = "info" if report.driver is None else "ok" if ok else "old"
-        rows.append((f"{name}: driver", status, text))
+    for combo in combos:
+        rows += [_as_info(row, combo.id in judged) for row in _combo_rows(project, report, combo)]
     return rows
 
 
-def _headers(project: Project) -> list[tuple[str, str, str]]:
+def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo
+                ) -> list[tuple[str, str, str]]:
+    rows = []
+    name = f"combo {combo.id}"
+    if combo.target != platforms.host():   # another machine's combo: nothing to find here
+        rows.append((f"{name}: platform", "info", f"{combo.target.name}: built there only; "
+                     f"`cuforge resolve --combo {combo.id}` checks it from here"))
+        return rows
+    if combo.interpreter:
+        found = shutil.which(combo.interpreter)
+        rows.append((f"{name}: interpreter", "ok" if found else "missing",
+                     found or combo.interpreter))
+    else:
+        try:
+            rows.append((f"{name}: python", "ok", str(venv.find_python(combo.python))))
+        except CuforgeError as err:
+            rows.append((f"{name}: python", "missing", str(err)))
+        ready = venv.is_ready(project.state_dir, combo)
+        rows.append((f"{name}: env", "ok" if ready else "not yet",
+                     "reused on next build" if ready else "created on first build"))
+    ok, text = gpu.driver_verdict(report, combo.accel.cuda)
+    status = "info" if report.driver is None else "ok" if ok else "old"
+    rows.append((f"{name}: driver", status, text))
+    return rows
+
+
+def _headers(project: Project, in_use: set[str]) -> list[tuple[str, str, str]]:
     rows = []
     for recipe in load_recipes(project).values():
         if not recipe.system_headers:
             continue
         missing = missing_headers(recipe)
         names = " ".join(f"<{h.header}>" for h in recipe.system_headers)
-        rows.append((f"{recipe.name}: headers", "ok" if not missing else "missing",
-                     f"{names} found" if not missing else "apt-get install "
-                     + " ".join(sorted({h.debian for h in missing}))))
+        row = (f"{recipe.name}: headers", "ok" if not missing else "missing",
+               f"{names} found" if not missing else "apt-get install "
+               + " ".join(sorted({h.debian for h in missing})))
+        rows.append(_as_info(row, recipe.name in in_use))
     return rows
 
 
@@ -216,10 +261,11 @@ def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None):
     return t
 
 
-def _host_compilers(project: Project) -> list[tuple[str, str, str]]:
+def _host_compilers(project: Project, judged: list[Combo]) -> list[tuple[str, str, str]]:
     """The host C++ compiler each distinct combo setting resolves to, probed as a build would
     (one that links libstdc++ statically is replaced by a fallback, or refused)."""
     rows, seen = [], set()
+    used = {(c.host_cxx, c.host_cc, c.host_fallbacks) for c in judged}
     for combo in load_combos(project):
         key = (combo.host_cxx, combo.host_cc, combo.host_fallbacks)
         if key in seen:
@@ -229,7 +275,7 @@ def _host_compilers(project: Project) -> list[tuple[str, str, str]]:
         try:
             host, note = hostcxx.choose(*key)
         except CuforgeError as err:
-            rows.append((label, "missing", str(err)))
+            rows.append(_as_info((label, "missing", str(err)), key in used))
             continue
         rows.append((label, "ok", note or host.describe()))
     return rows

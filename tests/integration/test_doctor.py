@@ -91,3 +91,53 @@ def test_old_driver_gets_a_fix_line() -> None:
     ok, text = gpu.driver_verdict(old, Version("13.0"))
     assert not ok and "fix: install NVIDIA driver >= 580.65.06" in text
     assert gpu.driver_verdict(old, Version("12.8"))[0]
+
+
+def _project_with(tmp_path: Path, combos: str) -> Path:
+    """A project sharing this one's recipes, patches and smoke tests, with its own combos."""
+    root = tmp_path / "project"
+    (root / "envs").mkdir(parents=True)
+    for name in ("recipes", "patches", "smoke", "stacks", "native"):
+        (root / name).symlink_to(REPO / name)
+    for name in ("accels.toml", "cache.toml", "ci.toml"):
+        (root / "envs" / name).write_text((REPO / "envs" / name).read_text())
+    (root / "envs" / "combos.toml").write_text(combos)
+    (root / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
+    return root
+
+
+def test_doctor_judges_the_combos_in_use(tmp_path: Path, monkeypatch) -> None:
+    """A combo whose Python this machine lacks (3.99) fails doctor only when it is the one in
+    use (--combo, or an env / wheelhouse here); headers count only for packages in use."""
+    root = _project_with(tmp_path, '[[combo]]\npython = "3.11"\naccel = "cu130"\n'
+                         'torch = "2.14.1"\n\n[[combo]]\npython = "3.99"\naccel = "cu130"\n'
+                         'torch = "2.14.1"\n')
+    monkeypatch.setenv("CUFORGE_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("CUFORGE_WHEELHOUSE", str(tmp_path / "wheelhouse"))
+    project = find_project(root=root)
+
+    def doctor(**kw) -> tuple[int, str]:
+        out = Console(file=io.StringIO(), width=200, record=True, color_system=None)
+        rc = run_doctor(project, console=out, **kw)
+        return rc, out.export_text()
+
+    rc, text = doctor()
+    assert "judged: no combo has an env or a wheelhouse here" in text
+    assert rc == 0, text
+    lines = {line.split(":")[0].strip(): line for line in text.splitlines() if "combo 3.99" in line}
+    assert "info" in lines["combo 3.99-cu130"] and "not in use here" in text, text
+    headers = [line for line in text.splitlines() if ": headers" in line]
+    assert headers and all(line.split()[2] in ("ok", "info") for line in headers), headers
+
+    (tmp_path / "wheelhouse" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311").mkdir(parents=True)
+    rc, text = doctor()
+    assert "judged: 3.11-cu130 (an env or a wheelhouse here)" in text
+    assert rc == 0, text                          # 3.99's missing Python is information
+
+    rc, text = doctor(combo="3.99-cu130")         # the combo in use now lacks its Python
+    assert rc == 3, text
+    row = next(line for line in text.splitlines() if "combo 3.99-cu130: python" in line)
+    assert row.split()[3] == "missing", row
+
+    (tmp_path / "state" / "envs" / "3.99-cu130-torch2.14.1").mkdir(parents=True)   # an env
+    assert doctor()[0] == 3
