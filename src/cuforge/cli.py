@@ -14,12 +14,11 @@ import signal
 import sys
 from pathlib import Path
 
-from rich.console import Console
 
-from .console import print_error
+from .console import make_console, print_error
 from .errors import ConfigError, CuforgeError
 
-err_console = Console(stderr=True, highlight=False)
+err_console = make_console(stderr=True)
 
 
 def _interrupt(signum, frame) -> None:
@@ -280,14 +279,13 @@ def _cmd_setup(args) -> int:
 
 
 def _cmd_mesh_convert(args) -> int:
-    from rich.console import Console
     from rich.text import Text
 
     from .mesh import MeshOptions, convert
     result = convert(args.mesh, args.out_dir,
                      MeshOptions(simplify=args.simplify, keep_components=args.keep_components,
                                  obj=not args.no_obj, glb=not args.no_glb))
-    out = Console()
+    out = make_console()
     for note in result.notes:
         out.print(Text(note))
     colors = "with vertex colours" if result.has_colors else "no vertex colours"

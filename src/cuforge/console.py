@@ -1,6 +1,12 @@
 """What a person sees: safe messages, tables that fit 80 columns, build progress read from
 ninja's ``[n/N]`` lines, and one line of verification verdicts per package.
 
+Output that is not a terminal (a pipe, a CI log, a package log) is never wrapped: rich would
+otherwise break lines at 80 columns in the middle of a path (``CUDA 13.0 at`` / newline /
+the toolkit root), and such logs cannot be copied from. :func:`make_console` gives every
+command its console: on a terminal rich fits its width, anywhere else lines print whole and
+tables take their natural width (``COLUMNS``, when set, still asks for a width).
+
 Every piece of user or data text (package names, paths, error messages such as
 ``add a [[combo]] table``) goes through ``Text`` or ``escape``: rich markup must never eat it.
 
@@ -10,6 +16,7 @@ Every piece of user or data text (package names, paths, error messages such as
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -23,12 +30,22 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["BuildProgress", "ninja_step", "print_error", "table", "verdict_line", "escape"]
+__all__ = ["BuildProgress", "escape", "make_console", "ninja_step", "print_error", "table",
+           "verdict_line"]
 
 # The order checks run in (cuforge.verify.report.CHECKS); verdicts print in this order.
 CHECK_ORDER = ("abi", "symbols", "cudart", "fatbin", "import", "smoke")
 _STYLE = {"pass": "green", "fail": "bold red", "skipped": "yellow", "warn": "magenta"}
 _NINJA = re.compile(r"^\s*\[(\d+)/(\d+)\]")
+LOG_WIDTH = 10_000   # "no wrapping" for tables: wider than any line cuforge prints
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """cuforge's console for stdout (or stderr): wraps on a terminal, or at ``COLUMNS`` when
+    that is set (someone asked for that width), nowhere else."""
+    if Console(stderr=stderr).is_terminal or os.environ.get("COLUMNS", "").strip():
+        return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=LOG_WIDTH)
 
 
 def print_error(console: Console, label: str, message: str) -> None:

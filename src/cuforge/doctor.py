@@ -23,7 +23,7 @@ from rich.text import Text
 from . import gpu, hostcxx, platforms, venv
 from .arches import Arch, parse_target
 from .combos import Combo, load_combos, select_combo
-from .console import table
+from .console import make_console, table
 from .errors import ConfigError, CuforgeError
 from .project import Project
 from .recipes import load_recipes
@@ -104,7 +104,7 @@ def combos_in_use(project: Project, combos: list[Combo]) -> list[Combo]:
 def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
                console: Console | None = None) -> int:
     """Print the report; exit 0 when nothing the judged combos need is missing, 3 otherwise."""
-    out = console or Console()
+    out = console or make_console()
     rows: list[tuple[str, str, str]] = []
     report = gpu.probe()
     device = _device(report, gpu_arch)

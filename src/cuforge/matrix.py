@@ -6,14 +6,14 @@ from rich.console import Console
 from rich.text import Text
 
 from .combos import load_combos
-from .console import table
+from .console import make_console, table
 from .errors import CuforgeError
 from .project import Project
 from .recipes import load_recipes, plan
 
 
 def print_matrix(project: Project, console: Console | None = None) -> None:
-    out = console or Console()
+    out = console or make_console()
     recipes = load_recipes(project)
     t = table("combo", "python", "torch", "CUDA", "arches", "build order",
               title="cuforge combos (nox session: build-<combo>)", wide=["build order"])

@@ -14,13 +14,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from filelock import FileLock, Timeout
-from rich.console import Console
 from rich.markup import escape
 
 from . import compiler_cache, faults, runner, slots, sources, syslibs, venv
 from .build import cmake_seed
 from .combos import Combo
-from .console import BuildProgress, live_progress, verdict_line
+from .console import BuildProgress, live_progress, make_console, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
 from .plan import (Action, PackagePlan, Plan, effective_policy, make_plan,  # noqa: F401
                    wheel_dir)
@@ -29,7 +28,7 @@ from .recipes import Recipe, load_recipes, plan
 from .runner import Step, listen, run
 from .wheelhouse import Entry, Wheelhouse, sha256_of
 
-console = Console(stderr=True, highlight=False)
+console = make_console(stderr=True)
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from rich.console import Console
 
 from . import compiler_cache, slots, sources
 from .arches import ArchList, check_supported
 from .build import BuildJob, cmake_seed, steps_for
 from .compiler_cache import ActiveCache
 from .combos import Combo
+from .console import make_console
 from .errors import ConfigError
 from .fingerprint import files_digest, key_of, tree_digest
 from .project import Project
@@ -28,7 +28,7 @@ from .recipes import Recipe, Source
 from .runner import Step
 from .toolchain import build_environment, jobs_within_memory, mem_available
 
-console = Console(stderr=True, highlight=False)
+console = make_console(stderr=True)
 
 # Variables that change how fast a build runs, never what it outputs: left out of the key so
 # that another --jobs or a compiler cache (a launcher) does not make a wheel out of date.

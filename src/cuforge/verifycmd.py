@@ -6,10 +6,10 @@ import re
 import tempfile
 from pathlib import Path
 
-from rich.console import Console
 
 from . import venv
 from .combos import Combo
+from .console import make_console
 from .errors import ConfigError, VerifyError
 from .pipeline import smoke_script, verify_context
 from .project import Project
@@ -118,7 +118,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     if as_json:
         print(reports_to_json(reports))
     else:
-        Console().print(render_table(reports))
+        make_console().print(render_table(reports))
     tampered = [r for r in reports if (m := r.result("manifest")) and m.status == "fail"]
     if tampered:
         raise VerifyError("\n".join(r.result("manifest").detail for r in tampered),

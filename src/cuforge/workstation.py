@@ -27,7 +27,7 @@ from rich.text import Text
 
 from . import venv
 from .combos import Combo
-from .console import verdict_line
+from .console import make_console, verdict_line
 from .errors import BuildError, ConfigError, ToolchainError, VerifyError
 from .project import Project
 from .recipes import Recipe, load_recipes, plan
@@ -72,7 +72,7 @@ def env_file(venv_dir: Path, stack: str) -> Path:
 
 
 def setup(project: Project, req: SetupRequest, console: Console | None = None) -> int:
-    out = console or Console(stderr=True, highlight=False)
+    out = console or make_console(stderr=True)
     if not req.checkout.is_dir():
         raise ConfigError(f"no checkout at {req.checkout}",
                           hint="pass --checkout PATH to your clone (e.g. git clone "

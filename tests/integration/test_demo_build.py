@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -85,9 +86,16 @@ def _site_snapshot() -> dict[str, float]:
 def test_second_build_reuses_the_env_and_installs_nothing(built):
     wh, env, _ = built
     before = _site_snapshot()
-    second = cuforge("build", "--combo", "3.11-cu130", env=env)
+    piped = {k: v for k, v in env.items() if k != "COLUMNS"}   # a CI log: a pipe, no width
+    second = cuforge("build", "--combo", "3.11-cu130", env=piped)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "env reused" in second.stderr
+    # lines read whole through a pipe: the toolkit root stays on the line that names it
+    reused = next(line for line in second.stderr.splitlines() if "env reused" in line)
+    toolkit = re.search(r"CUDA [\d.]+ at (/\S+)\)$", reused)
+    assert toolkit and Path(toolkit.group(1)).is_dir() and len(reused) > 80, second.stderr
+    assert any(line.startswith("up to date ") and line.endswith("--rebuild to build again)")
+               for line in second.stderr.splitlines()), second.stderr
     assert _site_snapshot() == before       # nothing installed, upgraded or reinstalled
     # the demo is a local path: its tree's content is unchanged, so the wheel is up to date
     assert "up to date" in second.stdout + second.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 from pathlib import Path
 
@@ -98,3 +99,35 @@ def test_progress_follows_a_real_ninja_build(tmp_path: Path) -> None:
             run(Step(("ninja", "-j1", "-v"), cwd=tmp_path))
     assert seen[-1] == (7, 7)
     assert [n for n, _ in seen] == sorted(n for n, _ in seen)
+
+
+def test_output_through_a_pipe_keeps_long_paths_on_one_line(tmp_path: Path) -> None:
+    """Not a terminal (a CI log, `| tee`): rich must not break lines at 80 columns in the middle
+    of a path. `cuforge doctor` prints its wheelhouse path and a table through the same
+    console factory that builds use."""
+    import subprocess
+    import sys
+    deep = tmp_path / ("a-directory-with-a-long-name-" * 4) / "wheelhouse"
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.run([sys.executable, "-m", "cuforge", "doctor"], cwd=REPO, capture_output=True,
+                          text=True, env={**env, "CUFORGE_WHEELHOUSE": str(deep)})
+    assert proc.returncode in (0, 3), proc.stderr
+    line = f"no wheelhouse under {deep} yet (cuforge build makes one)"
+    assert len(line) > 120 and line in proc.stdout.splitlines(), proc.stdout[-2000:]
+    rows = [r for r in proc.stdout.splitlines() if r.strip().startswith("memory / jobs")]
+    assert len(rows) == 1 and "--jobs overrides)" in rows[0], proc.stdout   # a table row, whole
+
+
+def test_make_console_wraps_only_on_a_terminal(monkeypatch) -> None:
+    from cuforge.console import LOG_WIDTH, make_console
+    monkeypatch.delenv("COLUMNS", raising=False)
+    for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(var, raising=False)
+    piped = make_console()              # pytest's captured stdout is not a terminal
+    assert not piped.is_terminal and piped.soft_wrap and piped.width == LOG_WIDTH
+    monkeypatch.setenv("COLUMNS", "132")
+    asked = make_console()              # an explicit width is a request: wrap there
+    assert asked.width == 132 and not asked.soft_wrap
+    monkeypatch.delenv("COLUMNS")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")   # rich's way to say "this is a terminal"
+    assert not make_console().soft_wrap

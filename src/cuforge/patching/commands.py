@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from cuforge.console import make_console
 from cuforge.errors import ConfigError, PatchError
 from cuforge.patching.engine import apply as run_apply
 from cuforge.patching.engine import check as run_check
@@ -32,7 +33,7 @@ def run_patch_command(
     """
     if check and revert:
         raise ConfigError("--check and --revert exclude each other")
-    out = console or Console()
+    out = console or make_console()
     ps = load_patch_set(set_name, patches_dir)
     if check:
         return _check(ps, root, out)
