@@ -112,6 +112,7 @@ class Executor:
         self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
         self.env_lock = threading.Lock()
         self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
+        self._torch_dist: str | None = None   # the env's torch distribution version (pins)
         self.side_by_side = plan.pooled or sum(1 for p in plan.packages
                                                if p.jobs < plan.jobs) > 1
 
@@ -195,10 +196,13 @@ class Executor:
                 raise
             console.print(f"[red]FAILED[/] {escape(pkg.name)}: {escape(str(err))}")
             return entry
+        upstream = wheel.name
+        wheel, checks = self._pinned(pkg, wheel, checks)   # what it was built against
         seconds = round(time.monotonic() - started, 1)
         recipe = pkg.recipe
         entry = Entry(
             package=recipe.name, status=how, version=_wheel_version(wheel),
+            upstream_wheel=upstream, requires=runtime_requirements(wheel),
             wheel=wheel.name, wheel_sha256=sha256_of(wheel),
             source=describe_sources(recipe) if how == "compiled" else " ".join(recipe.prebuilt),
             arches_requested=pkg.archs.torch(), arches_embedded=embedded,
@@ -216,6 +220,18 @@ class Executor:
                       f"ptx {' '.join(embedded.get('ptx', [])) or '-'})")
         console.print(verdict_line(recipe.name, checks))
         return entry
+
+    def _pinned(self, pkg: PackagePlan, wheel: Path, checks: dict[str, str]
+                ) -> tuple[Path, dict[str, str]]:
+        """The wheel with its torch, CUDA and wheelhouse pins written in (cuforge.wheelmeta),
+        and its checks with the ``pins`` verdict added."""
+        from . import wheelmeta
+        if self._torch_dist is None:
+            self._torch_dist = wheelmeta.torch_version(self.env.python)
+        out, result = wheelmeta.for_wheelhouse(
+            wheel, self.plan.wheel_dir, pkg.work / "pinned", accel=self.plan.combo.accel.tag,
+            torch=self._torch_dist, depends=pkg.recipe.depends)
+        return out, {**checks, "pins": f"pass: {result.detail}"} if result else checks
 
     def _wheel_for(self, pkg: PackagePlan, log: Path, say):
         """A verified wheel: an accepted prebuilt one, or one compiled here."""

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 
-from . import venv
+from . import venv, wheelmeta
 from .combos import Combo
 from .console import make_console
 from .errors import ConfigError, VerifyError
@@ -112,6 +112,8 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                                   dependency_paths=deps)
             if (recorded := manifest_check(wheel)) is not None:
                 report.results.append(recorded)
+            if (pinned := wheelmeta.check(wheel)) is not None:   # in <cuXYZ>/torch<V>-cp<XY>
+                report.results.append(pinned)
             reports.append(report)
     if models:
         reports += model_reports(project, env, collect_wheels(paths))

@@ -56,6 +56,8 @@ class Entry:
     runtime_installed: list[str] = field(default_factory=list)   # Requires-Dist verify installed
     plan_key: str = ""                 # the build plan's key (cuforge.plan): equal = up to date
     compiler_cache: dict = field(default_factory=dict)   # storage, hits, misses, hit_rate
+    upstream_wheel: str = ""           # the wheel as built, before its pins were written in
+    requires: list[str] = field(default_factory=list)    # its Requires-Dist as published
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def line(self) -> str:

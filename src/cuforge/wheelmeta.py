@@ -1,0 +1,352 @@
+"""What a published wheel says it was built against, written into the wheel at publish.
+
+A wheel built here only works with the torch it was compiled against (``undefined symbol:
+_ZN3c10...`` otherwise), yet upstream metadata says ``Requires-Dist: torch`` or nothing at all
+(MILo's rasterizers). Installed from our index next to another torch (a ``+cpu`` build, another
+version), a resolver would take any torch and the import would fail. So, before a wheel enters
+the wheelhouse, its METADATA is rewritten:
+
+- ``Requires-Dist: torch==<the env's torch distribution version>`` for a wheel that links torch
+  (with ``!=<version>+cpu`` when that version has no local label: PEP 440 lets ``==2.14.1``
+  match ``2.14.1+cpu``, and pip prefers that one);
+- a local version label naming CUDA and torch, as prebuilt-wheel projects do:
+  ``0.1.0+cu130torch2.14.1`` (``+cu130`` for compiled code that does not link torch); the
+  upstream version before the ``+`` stays as it was;
+- every requirement on a package of the same wheelhouse directory (and every recipe dependency
+  found there) pinned to that wheel's exact version (``cumm-cu130==0.8.2+cu130``).
+
+The wheel's file name and ``.dist-info`` directory take the new version, and RECORD is written
+anew, so pip and uv accept it. :func:`check` reads all of this back against the directory the
+wheel sits in (``<cuXYZ>/torch<V>-cp<XY>``): ``cuforge verify`` and the build both run it.
+
+>>> local_label("cu130", "2.14.1", links_torch=True)
+'cu130torch2.14.1'
+>>> torch_requirement("2.14.1")
+'torch!=2.14.1+cpu,==2.14.1'
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import zipfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from .runtimedeps import base_name
+
+# torch's own libraries: a .so that needs one of these was compiled against torch
+_TORCH_LIBS = re.compile(r"^lib(c10|torch)(_\w+)?\.so")
+_TORCH_SYMBOLS = ("_ZN3c10", "_ZN2at", "_ZN5torch")
+_COMBO_DIR = re.compile(r"^torch(?P<torch>[^-]+)-cp(?P<py>\d+)$")
+_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the wheels of one wheelhouse directory are built against."""
+
+    accel: str      # cu130
+    torch: str      # the torch distribution version of the env (2.14.1; 2.11.0+cu130)
+    python: str     # cp311
+
+
+def target_of(directory: Path) -> Target | None:
+    """``.../cu130/torch2.14.1-cp311`` -> Target("cu130", "2.14.1", "cp311"); None elsewhere."""
+    m = _COMBO_DIR.match(directory.name)
+    accel = directory.parent.name
+    if not m or not re.fullmatch(r"cu\d+|cpu", accel):
+        return None
+    return Target(accel, m["torch"], f"cp{m['py']}")
+
+
+def local_label(accel: str, torch: str, *, links_torch: bool) -> str:
+    """The local version label: ``cu130torch2.14.1``, or ``cu130`` without torch."""
+    return f"{accel}torch{Version(torch).public}" if links_torch else accel
+
+
+def torch_requirement(torch: str) -> str:
+    """The exact torch: ``torch==2.14.1`` plus ``!=2.14.1+cpu`` (a same-version CPU build would
+    match ``==2.14.1``); a version with its own local label (``2.11.0+cu130``) matches only
+    itself."""
+    version = Version(torch)
+    spec = f"=={version}" if version.local else f"=={version},!={version}+cpu"
+    return f"torch{SpecifierSet(spec)}"
+
+
+# -- reading a wheel ------------------------------------------------------------------------------
+def _dist_info(names: Iterable[str]) -> str:
+    """The wheel's top-level ``NAME-VERSION.dist-info`` directory."""
+    found = {n.split("/", 1)[0] for n in names
+             if n.count("/") == 1 and n.endswith(".dist-info/METADATA")}
+    if len(found) != 1:
+        raise ValueError(f"expected one .dist-info directory, found {sorted(found) or 'none'}")
+    return found.pop()
+
+
+def links_torch(wheel: Path) -> bool:
+    """Whether any ``.so`` in ``wheel`` was compiled against torch: it needs a torch library
+    (``libc10.so``, ``libtorch_cpu.so``...) or leaves c10/at/torch symbols undefined."""
+    import tempfile
+
+    from .verify.elf import ElfLib, shared_objects
+    from .verify.wheel import unpack
+    with tempfile.TemporaryDirectory(prefix="cuforge-pins-") as tmp:
+        for so in shared_objects(unpack(wheel, Path(tmp))):
+            with ElfLib(so) as lib:
+                if any(_TORCH_LIBS.match(n) for n in lib.needed) or any(
+                        s.startswith(_TORCH_SYMBOLS) for s in lib.undefined()):
+                    return True
+    return False
+
+
+def has_compiled_code(wheel: Path) -> bool:
+    with zipfile.ZipFile(wheel) as zf:
+        return any(re.search(r"\.so(\.\d+)*$", n) for n in zf.namelist())
+
+
+def metadata(wheel: Path) -> tuple[str, list[str]]:
+    """(Version, Requires-Dist lines) of ``wheel``'s METADATA."""
+    with zipfile.ZipFile(wheel) as zf:
+        text = zf.read(f"{_dist_info(zf.namelist())}/METADATA").decode()
+    headers = text.split("\n\n", 1)[0].splitlines()
+    version = next(h.split(":", 1)[1].strip() for h in headers if h.startswith("Version:"))
+    return version, [h.split(":", 1)[1].strip() for h in headers
+                     if h.startswith("Requires-Dist:")]
+
+
+def versions_in(directory: Path, *, leave_out: str = "") -> dict[str, str]:
+    """Canonical project name -> version of each wheel in a wheelhouse directory: the newest
+    manifest line's wheel per package when there is a manifest, else every wheel file."""
+    from .wheelhouse import Wheelhouse
+    names = [e.wheel for e in Wheelhouse(directory).latest().values()
+             if e.wheel and (directory / e.wheel).is_file()]
+    if not names:
+        names = [w.name for w in sorted(directory.glob("*.whl")) if not w.name.startswith(".")]
+    out = {}
+    for filename in names:
+        if filename == leave_out:
+            continue
+        name, version, _, _ = parse_wheel_filename(filename)
+        out[canonicalize_name(name)] = str(version)
+    return out
+
+
+def _house_name(requirement_name: str, house: Mapping[str, str]) -> str | None:
+    """The wheelhouse project a requirement (or recipe dependency) names: ``cumm`` and
+    ``cumm-cu126<0.8`` both find ``cumm-cu130``."""
+    name = canonicalize_name(requirement_name)
+    if name in house:
+        return name
+    return next((h for h in house if base_name(h) == base_name(name)), None)
+
+
+# -- rewriting -------------------------------------------------------------------------------------
+def pinned_requirements(requires: list[str], *, torch: str | None, house: Mapping[str, str],
+                        depends: Iterable[str] = ()) -> list[str]:
+    """The Requires-Dist list with torch (when given) and wheelhouse packages pinned exactly.
+
+    >>> pinned_requirements(["torch>=2", "scipy", "cumm-cu126<0.8.0"], torch="2.14.1",
+    ...                     house={"cumm-cu130": "0.8.2+cu130"}, depends=["pccm"])
+    ['scipy', 'cumm-cu130==0.8.2+cu130', 'torch!=2.14.1+cpu,==2.14.1']
+    """
+    out, pinned = [], set()
+    for line in requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            out.append(line)
+            continue
+        if req.marker and "extra" in str(req.marker):
+            out.append(line)                      # optional extras stay as they were
+            continue
+        if canonicalize_name(req.name) == "torch" and torch is not None:
+            continue                              # replaced by the exact pin below
+        found = _house_name(req.name, house)
+        if found is None:
+            out.append(line)
+            continue
+        if found not in pinned:
+            marker = f"; {req.marker}" if req.marker else ""
+            out.append(f"{found}=={house[found]}{marker}")
+            pinned.add(found)
+    for dep in depends:
+        found = _house_name(dep, house)
+        if found is not None and found not in pinned:
+            out.append(f"{found}=={house[found]}")
+            pinned.add(found)
+    if torch is not None:
+        out.append(torch_requirement(torch))
+    return out
+
+
+def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
+    head, sep, body = text.partition("\n\n")
+    lines, kept = head.splitlines(), []
+    skipping = False
+    for line in lines:
+        if line[:1] in (" ", "\t") and kept:       # a continuation of the previous header
+            if not skipping:
+                kept.append(line)
+            continue
+        skipping = line.startswith("Requires-Dist:")
+        if skipping:
+            continue
+        kept.append(f"Version: {version}" if line.startswith("Version:") else line)
+    kept += [f"Requires-Dist: {r}" for r in requires]
+    return "\n".join(kept) + "\n" + (sep[1:] + body if sep else "")
+
+
+def _b64_sha256(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def pin(wheel: Path, dest: Path, *, accel: str, torch: str, house: Mapping[str, str],
+        depends: Iterable[str] = ()) -> Path:
+    """Write ``wheel`` into ``dest`` with its pins (module docstring); returns the new file.
+    A pure-Python wheel keeps its version; its wheelhouse requirements are still pinned."""
+    torch_linked = links_torch(wheel)
+    version, requires = metadata(wheel)
+    if has_compiled_code(wheel):
+        version = f"{version.partition('+')[0]}+{local_label(accel, torch, links_torch=torch_linked)}"
+    requires = pinned_requirements(requires, torch=torch if torch_linked else None, house=house,
+                                   depends=depends)
+    name, _old_version, *rest = wheel.name.removesuffix(".whl").split("-")
+    out = dest / ("-".join([name, str(Version(version)), *rest]) + ".whl")
+    dest.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w") as dst:
+        old_info = _dist_info(src.namelist())
+        project = old_info.removesuffix(".dist-info").rpartition("-")[0]
+        new_prefix = f"{project}-{Version(version)}"
+        renames = {old_info: f"{new_prefix}.dist-info",
+                   old_info.removesuffix(".dist-info") + ".data": f"{new_prefix}.data"}
+        record_name = f"{new_prefix}.dist-info/RECORD"
+        record = []
+        for info in src.infolist():
+            top, slash, rest_path = info.filename.partition("/")
+            arcname = renames.get(top, top) + slash + rest_path
+            if arcname == record_name or rest_path in _SIGNATURES and top == old_info:
+                continue                          # RECORD is written anew; signatures die
+            data = src.read(info)
+            if arcname == f"{new_prefix}.dist-info/METADATA":
+                data = _rewrite_metadata(data.decode(), str(Version(version)), requires).encode()
+            copy = zipfile.ZipInfo(arcname, info.date_time)
+            copy.external_attr, copy.compress_type = info.external_attr, info.compress_type
+            dst.writestr(copy, data)
+            if not arcname.endswith("/"):
+                record.append(f"{arcname},sha256={_b64_sha256(data)},{len(data)}")
+        record.append(f"{record_name},,")
+        dst.writestr(zipfile.ZipInfo(record_name, (2020, 1, 1, 0, 0, 0)),
+                     "\n".join(record) + "\n", compress_type=zipfile.ZIP_DEFLATED)
+    return out
+
+
+def torch_version(python: Path) -> str:
+    """The torch *distribution* version of an env (``2.14.1``): what an index offers and a
+    pin must name. ``torch.__version__`` says ``2.14.1+cu130`` for the same PyPI wheel."""
+    from .errors import VerifyError
+    from .runner import capture
+    code = "import importlib.metadata as m; print(m.version('torch'))"
+    return capture([str(python), "-c", code], error=VerifyError).strip()
+
+
+def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str, torch: str,
+                   depends: Iterable[str] = ()):
+    """The pinned copy of ``wheel`` for ``directory`` (in ``dest``) and its ``pins`` check,
+    made before it is published; VerifyError if the check fails (nothing is published)."""
+    from .errors import VerifyError
+    house = versions_in(directory) if directory.is_dir() else {}
+    out = pin(wheel, dest, accel=accel, torch=torch, house=house, depends=depends)
+    result = check(out, directory, house=house)
+    if result is not None and result.status == "fail":
+        raise VerifyError(result.detail, hint="a cuforge bug: report it with the wheel")
+    return out, result
+
+
+# -- checking --------------------------------------------------------------------------------------
+def record_problems(wheel: Path) -> list[str]:
+    """Files whose bytes do not match RECORD, or that RECORD does not list."""
+    problems = []
+    with zipfile.ZipFile(wheel) as zf:
+        info = _dist_info(zf.namelist())
+        listed = {}
+        for line in zf.read(f"{info}/RECORD").decode().splitlines():
+            path, _, rest = line.rpartition(",")[0].partition(",")
+            if path:
+                listed[path] = rest.removeprefix("sha256=")
+        for name in zf.namelist():
+            if name.endswith("/") or name == f"{info}/RECORD" or name.rsplit("/", 1)[-1] in _SIGNATURES:
+                continue
+            if name not in listed:
+                problems.append(f"{name} is not in RECORD")
+            elif listed[name] != _b64_sha256(zf.read(name)):
+                problems.append(f"{name} does not match its RECORD hash")
+    return problems
+
+
+def check(wheel: Path, directory: Path | None = None, *, house: Mapping[str, str] | None = None):
+    """The ``pins`` check of a wheel in a wheelhouse directory (``<cuXYZ>/torch<V>-cp<XY>``):
+    its torch pin, local label, Python tag and wheelhouse pins match the directory, and RECORD
+    matches its files. None when the wheel sits in no such directory."""
+    from .verify import CheckResult
+    directory = directory or wheel.parent
+    target = target_of(directory)
+    if target is None:
+        return None
+    if house is None:
+        house = versions_in(directory, leave_out=wheel.name)
+    project = canonicalize_name(parse_wheel_filename(wheel.name)[0])
+    house = {k: v for k, v in house.items() if k != project}
+    problems = _pin_problems(wheel, target, house)
+    problems += record_problems(wheel)
+    if problems:
+        return CheckResult("pins", "fail", f"{len(problems)} problem(s) with what "
+                           f"{wheel.name} pins for {target.accel}/torch{target.torch}-"
+                           f"{target.python}: " + "; ".join(problems))
+    return CheckResult("pins", "pass", f"pins match {target.accel}/torch{target.torch}-"
+                       f"{target.python}; RECORD valid")
+
+
+def _pin_problems(wheel: Path, target: Target, house: Mapping[str, str]) -> list[str]:
+    problems = []
+    _, version, _, tags = parse_wheel_filename(wheel.name)
+    cps = {t.interpreter for t in tags if t.interpreter.startswith("cp") and t.abi != "abi3"}
+    if cps and cps != {target.python}:
+        problems.append(f"Python tag {', '.join(sorted(cps))}, not {target.python}")
+    meta_version, requires = metadata(wheel)
+    if str(Version(meta_version)) != str(version):
+        problems.append(f"METADATA says version {meta_version}, the file name {version}")
+    torch_linked = links_torch(wheel)
+    if has_compiled_code(wheel):
+        want = local_label(target.accel, target.torch, links_torch=torch_linked)
+        if version.local != want:
+            problems.append(f"local version label +{version.local or ''} is not +{want}")
+    reqs = []
+    for line in requires:
+        try:
+            reqs.append(Requirement(line))
+        except InvalidRequirement:
+            problems.append(f"unreadable Requires-Dist {line!r}")
+    torch_reqs = [r for r in reqs if canonicalize_name(r.name) == "torch" and not r.marker]
+    if torch_linked:
+        exact = [s for r in torch_reqs for s in r.specifier if s.operator == "=="]
+        if not exact:
+            problems.append("links torch but does not pin it (Requires-Dist: torch==...)")
+        elif any(Version(s.version).public != Version(target.torch).public for s in exact):
+            problems.append(f"pins {', '.join(str(r) for r in torch_reqs)}, but sits in "
+                            f"torch{target.torch}")
+    for req in reqs:
+        found = _house_name(req.name, house)
+        if found is None or (req.marker and "extra" in str(req.marker)):
+            continue
+        exact = [s.version for s in req.specifier if s.operator == "=="]
+        if exact != [house[found]]:
+            problems.append(f"requires {req}, but the wheelhouse has {found} {house[found]}")
+    return problems
