@@ -4,7 +4,13 @@
 whether its smoke tests need a GPU); ``cuforge ci workflow`` writes
 ``.github/workflows/wheels.yml`` from the same entries: each combo builds on a CPU runner, its
 wheelhouse (with its simple index) is uploaded, and a GPU runner verifies it with the smoke
-tests. The CI system schedules; cuforge only describes.
+tests, then runs ``setup``'s model stage for each stack on the stack's upstream checkout. The
+CI system schedules; cuforge only describes.
+
+What a combo builds in CI is what people install: the packages of the stacks ``envs/ci.toml``
+names (``stacks/*.toml``, optional ones included), plus its ``packages``; a ``[combo.<id>]``
+table there names another set for one combo. A combo's own ``packages`` (the demo by default)
+is what a plain ``cuforge build`` makes, not what the wheel factory's CI checks.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from . import platforms
 from .combos import Combo, load_combos
 from .errors import ConfigError
 from .project import Project
-from .recipes import load_recipes, plan
+from .recipes import Recipe, load_recipes, plan
+from .stacks import load_stack
 
 WORKFLOW = Path(".github") / "workflows" / "wheels.yml"
 
@@ -61,6 +68,65 @@ def load_runners(project: Project) -> tuple[str, dict[str, Runners]]:
     return default, runners
 
 
+@dataclass(frozen=True)
+class BuildSet:
+    """What a CI combo builds: the packages of ``stacks`` plus ``packages``."""
+
+    stacks: tuple[str, ...]
+    packages: tuple[str, ...]
+
+
+def _ci_data(project: Project) -> dict:
+    return tomllib.loads((project.envs_dir / "ci.toml").read_text())
+
+
+def build_set(project: Project, combo: Combo) -> BuildSet:
+    """``envs/ci.toml``'s ``stacks`` and ``packages``, or its ``[combo.<id>]`` table's."""
+    data = _ci_data(project)
+    row = data.get("combo", {}).get(combo.id, data)
+    stacks = tuple(row.get("stacks", ()))
+    packages = tuple(row.get("packages", ()))
+    if not stacks and not packages:
+        raise ConfigError(f"envs/ci.toml names nothing for combo {combo.id} to build in CI",
+                          hint='set stacks = ["milo", "pointcept"] (and/or packages = [...]) '
+                               "there")
+    return BuildSet(stacks, packages)
+
+
+def requested_packages(project: Project, wanted: BuildSet) -> list[str]:
+    """The stacks' packages (required, then optional) and the extra ones, each once."""
+    names: list[str] = []
+    for name in wanted.stacks:
+        stack = load_stack(project, name)
+        names += [*stack.packages, *stack.optional]
+    names += list(wanted.packages)
+    return list(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """The upstream tree a stack's model stage runs on: the one its recipes build from."""
+
+    stack: str
+    git: str
+    commit: str
+
+
+def stack_checkout(project: Project, name: str, recipes: dict[str, Recipe]) -> Checkout:
+    """The git source (and commit) that the stack's packages are subdirectories of: MILo's
+    rasterizers live in ``submodules/``, Pointcept's ops in ``libs/``."""
+    stack = load_stack(project, name)
+    found = {(r.source.git, r.source.commit) for n in [*stack.packages, *stack.optional]
+             if (r := recipes.get(n)) and r.source.git and r.source.subdir}
+    if len(found) != 1:
+        raise ConfigError(f"stack {name}: its packages come from {len(found)} upstream trees "
+                          f"({', '.join(sorted(g for g, _ in found)) or 'none'}), so CI cannot "
+                          "tell which checkout its model stage runs on",
+                          hint="pin every in-tree package of the stack to one git source and commit")
+    git, commit = found.pop()
+    return Checkout(name, git, commit)
+
+
 def matrix(project: Project) -> list[dict]:
     """One entry per combo that takes part in CI (``ci = false`` leaves one out)."""
     default, runners = load_runners(project)
@@ -75,12 +141,16 @@ def matrix(project: Project) -> list[dict]:
                               "runners in envs/ci.toml",
                               hint=f"add a [platform.{combo.platform}] table there, or set "
                                    "`ci = false` on the combo")
-        order = plan(recipes, list(combo.packages))
+        wanted = build_set(project, combo)
+        requested = requested_packages(project, wanted)
+        order = plan(recipes, requested)
         run = runners[combo.platform]
+        apt = sorted({h.debian for r in order for h in r.system_headers})
         entries.append({
             "combo": combo.id, "python": combo.python, "accel": combo.accel.tag,
             "cuda": str(combo.accel.cuda), "torch": combo.torch, "platform": combo.platform,
             "arches": combo.arches.torch(), "packages": [r.name for r in order],
+            "only": ",".join(requested), "stacks": list(wanted.stacks), "apt": " ".join(apt),
             "toolkit": combo.toolkit, "runner": run.build_runner(combo),
             # a smoke test that needs a GPU decides: compiling never does
             "gpu": any(r.smoke.gpu and r.smoke.path(project, r.name).is_file() for r in order),
@@ -101,8 +171,20 @@ def render_workflow(project: Project) -> str:
     smoke = "\n".join(f"          - {json.dumps(e)}" for e in entries if e["gpu"])
     text = _HEADER + _job(_BUILD_JOB, build)
     if smoke:
-        text += _job(_SMOKE_JOB, smoke)
+        recipes = load_recipes(project)
+        stacks = dict.fromkeys(s for e in entries if e["gpu"] for s in e["stacks"])
+        text += _job(_SMOKE_JOB, smoke) + "".join(
+            _model_stage_step(stack_checkout(project, name, recipes)) for name in stacks)
     return text
+
+
+def _model_stage_step(checkout: Checkout) -> str:
+    """`setup`'s model stage for one stack: its upstream tree at the recipes' commit, the
+    downloaded wheels (no build), patches, variables, then every wheel imported together and
+    the stack's tiny forward on the GPU."""
+    where = f".cuforge/checkouts/{checkout.stack}"
+    return _MODEL_STAGE.format(stack=checkout.stack, git=checkout.git, commit=checkout.commit,
+                               where=where)
 
 
 def write_workflow(project: Project) -> Path:
@@ -167,8 +249,11 @@ _BUILD_JOB = """\
     name: build ${{ matrix.combo }} (${{ matrix.platform }})
     runs-on: ${{ matrix.runner }}
     timeout-minutes: 360
-@MATRIX_AND_SETUP@      - name: Build, verify and publish
-        run: cuforge build --combo ${{ matrix.combo }} --keep-going
+@MATRIX_AND_SETUP@      - name: System headers the packages need
+        if: ${{ matrix.apt != '' }}
+        run: sudo apt-get update && sudo apt-get install -y ${{ matrix.apt }}
+      - name: Build, verify and publish the stacks' packages
+        run: cuforge build --combo ${{ matrix.combo }} --only ${{ matrix.only }} --keep-going
       # what passed is published even when another package failed (the job still fails)
       - name: Write the simple index
         if: ${{ !cancelled() }}
@@ -203,4 +288,14 @@ _SMOKE_JOB = """\
           path: ${{ matrix.wheel_dir }}
       - name: Verify with smoke tests
         run: cuforge verify ${{ matrix.wheel_dir }} --combo ${{ matrix.combo }}
+"""
+
+# One per stack, after the smoke job's verify: `setup`'s model stage on the upstream tree.
+_MODEL_STAGE = """\
+      - name: Model stage of the {stack} stack (cuforge setup {stack} --no-build)
+        if: ${{{{ !cancelled() && contains(matrix.stacks, '{stack}') }}}}
+        run: |
+          git clone --quiet {git} {where}
+          git -C {where} checkout --quiet {commit}
+          cuforge setup {stack} --checkout {where} --combo ${{{{ matrix.combo }}}} --no-build
 """

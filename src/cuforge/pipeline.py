@@ -227,7 +227,7 @@ class Executor:
         and its checks with the ``pins`` verdict added."""
         from . import wheelmeta
         if self._torch_dist is None:
-            self._torch_dist = wheelmeta.torch_version(self.env.python)
+            self._torch_dist = wheelmeta.torch_version(self.env.python, self.env.info.torch)
         out, result = wheelmeta.for_wheelhouse(
             wheel, self.plan.wheel_dir, pkg.work / "pinned", accel=self.plan.combo.accel.tag,
             torch=self._torch_dist, depends=pkg.recipe.depends)

@@ -248,13 +248,18 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str, house: Mapping[str, 
     return out
 
 
-def torch_version(python: Path) -> str:
+def torch_version(python: Path, fallback: str) -> str:
     """The torch *distribution* version of an env (``2.14.1``): what an index offers and a
-    pin must name. ``torch.__version__`` says ``2.14.1+cu130`` for the same PyPI wheel."""
+    pin must name. ``torch.__version__`` says ``2.14.1+cu130`` for the same PyPI wheel;
+    ``fallback`` (its public part) serves when the metadata cannot be read (a source build
+    of torch without dist-info)."""
     from .errors import VerifyError
     from .runner import capture
     code = "import importlib.metadata as m; print(m.version('torch'))"
-    return capture([str(python), "-c", code], error=VerifyError).strip()
+    try:
+        return capture([str(python), "-c", code], error=VerifyError).strip() or fallback
+    except VerifyError:
+        return fallback
 
 
 def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str, torch: str,

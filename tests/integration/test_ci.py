@@ -39,8 +39,8 @@ def test_matrix_has_one_entry_per_ci_combo():
     assert set(entries) == {c.id for c in combos if c.ci}
     assert "h200" not in entries                       # ci = false: tied to one machine
     demo = entries["3.11-cu130"]
-    assert demo["packages"] == ["cuforge-demo"] and demo["arches"] == "12.0;12.1+PTX"
-    assert demo["gpu"] is True                         # its smoke test needs a GPU
+    assert demo["arches"] == "12.0;12.1+PTX"
+    assert demo["gpu"] is True                         # its smoke tests need a GPU
     assert demo["runner"] == "ubuntu-24.04" and "gpu" in demo["gpu_runner"]
     assert demo["wheel_dir"] == "wheelhouse/linux-x86_64/cu130/torch2.14.1-cp311"
     for e in entries.values():   # CUDA 12 has no PyPI nvcc: built where that CUDA is installed
@@ -51,17 +51,40 @@ def test_matrix_has_one_entry_per_ci_combo():
     assert spark["wheel_dir"].startswith("wheelhouse/linux-aarch64/")
 
 
+def test_every_ci_combo_builds_the_stacks_not_the_demo_alone():
+    """What people install: every package of the milo and pointcept stacks (optional ones
+    too), dependencies first, the system headers they need, and both stacks' model stages."""
+    from cuforge.stacks import load_stack
+    wanted = {p for name in ("milo", "pointcept") for stack in [load_stack(PROJECT, name)]
+              for p in (*stack.packages, *stack.optional)}
+    for e in ci.matrix(PROJECT):
+        assert wanted <= set(e["packages"]) and e["packages"] != ["cuforge-demo"], e["combo"]
+        assert e["stacks"] == ["milo", "pointcept"]
+        assert set(e["only"].split(",")) == wanted | {"cuforge-demo"}
+        order = e["packages"]
+        assert order.index("pccm") < order.index("cumm") < order.index("spconv")
+        assert "libcgal-dev" in e["apt"] and "libsparsehash-dev" in e["apt"]   # tetra, pointgroup
+
+
+def test_a_combo_table_in_ci_toml_names_another_set(tmp_path):
+    root = _copy_project(tmp_path)
+    with (root / "envs" / "ci.toml").open("a") as f:
+        f.write('\n[combo."3.12-cu129"]\npackages = ["torch-scatter"]\n')
+    entries = {e["combo"]: e for e in ci.matrix(Project(root))}
+    assert entries["3.12-cu129"]["packages"] == ["torch-scatter"]
+    assert entries["3.12-cu129"]["stacks"] == [] and entries["3.12-cu129"]["apt"] == ""
+    assert "spconv" in entries["3.11-cu130"]["packages"]        # the others keep the stacks
+
+
 def test_matrix_orders_packages_and_knows_cpu_only_smoke(tmp_path):
     """Dependencies come first; a plan whose smoke tests all run without a GPU needs none."""
     root = _copy_project(tmp_path)
-    combos = (root / "envs" / "combos.toml").read_text()
-    combos = combos.replace('torch = "2.14.1"\n', 'torch = "2.14.1"\npackages = ["spconv"]\n', 1)
-    (root / "envs" / "combos.toml").write_text(combos)
+    ci_toml = (root / "envs" / "ci.toml").read_text()
+    (root / "envs" / "ci.toml").write_text(ci_toml + '\n[combo."3.11-cu130"]\npackages = ["spconv"]\n')
     first = ci.matrix(Project(root))[0]
     assert first["packages"][-1] == "spconv"
     assert first["packages"].index("cumm") < first["packages"].index("spconv")
-    combos = combos.replace('packages = ["spconv"]', 'packages = ["pccm"]', 1)
-    (root / "envs" / "combos.toml").write_text(combos)
+    (root / "envs" / "ci.toml").write_text(ci_toml + '\n[combo."3.11-cu130"]\npackages = ["pccm"]\n')
     plan = ci.matrix(Project(root))[0]["packages"]
     for name in plan:                                     # pure Python: no smoke scripts
         (root / "smoke" / f"check_{name}.py").unlink(missing_ok=True)
@@ -85,6 +108,17 @@ def test_committed_workflow_is_current_and_lints_clean():
         e["combo"] for e in ci.matrix(PROJECT) if e["gpu"]]
     runs = [s.get("run", "") for s in smoke["steps"]]
     assert any(r.startswith("cuforge verify ${{ matrix.wheel_dir }}") for r in runs)
+    # then setup's model stage for each stack, on its upstream tree at the recipes' commit
+    stages = [r for r in runs if "cuforge setup" in r]
+    assert len(stages) == 2
+    milo = next(r for r in stages if "setup milo" in r)
+    assert "checkout --quiet 0c38aa65f8b768513964f13246ef1ae54f001c70" in milo
+    assert runs.index(milo) > next(i for i, r in enumerate(runs) if r.startswith("cuforge verify"))
+    from cuforge.cli import _parser
+    setup_line = milo.splitlines()[-1].replace("${{ matrix.combo }}", "3.11-cu130").split()
+    args = _parser().parse_args(setup_line[1:])       # a command the CLI really takes
+    assert args.no_build and args.stack == "milo"
+    assert any("--only ${{ matrix.only }}" in s.get("run", "") for s in build["steps"])
     uploads = [s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
     assert uploads[0]["with"]["path"] == "${{ matrix.wheel_dir }}"
 
@@ -117,6 +151,6 @@ def test_a_platform_without_runners_is_a_config_error(tmp_path):
 
 def _copy_project(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
-    for part in ("envs", "recipes", "patches", "smoke", ".github"):
+    for part in ("envs", "recipes", "patches", "smoke", "stacks", ".github"):
         shutil.copytree(PROJECT.root / part, root / part)
     return root

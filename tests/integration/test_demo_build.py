@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -45,6 +46,12 @@ def test_wheel_lands_in_the_combo_directory_with_a_manifest(built):
     assert entry["checks"]["import"].startswith("pass")
     assert entry["checks"]["smoke"].startswith("skipped")      # no GPU here: never "pass"
     assert "compiled" in (wh / COMBO_DIR / "manifest.txt").read_text()
+    # what it was built against is pinned into the published wheel (cuforge.wheelmeta)
+    assert wheels[0].name == "cuforge_demo-0.1.0+cu130torch2.14.1-cp311-cp311-linux_x86_64.whl"
+    assert entry["version"] == "0.1.0+cu130torch2.14.1"
+    assert entry["upstream_wheel"] == "cuforge_demo-0.1.0-cp311-cp311-linux_x86_64.whl"
+    assert entry["requires"] == ["torch!=2.14.1+cpu,==2.14.1"]
+    assert entry["checks"]["pins"].startswith("pass: pins match cu130/torch2.14.1-cp311")
 
 
 def test_so_holds_exactly_the_requested_sass_and_ptx(built, tmp_path):
@@ -131,7 +138,16 @@ def test_verify_command_on_the_wheelhouse(built, tmp_path):
     assert by_package["cuforge-demo"]["fatbin"] == "pass"
     assert by_package["cuforge-demo"]["smoke"] == "skipped"          # never "pass" without GPU
     assert by_package["model:ptv3_tiny"]["smoke"] == "skipped"
+    assert by_package["cuforge-demo"]["pins"] == "pass"
     good = next((wh / COMBO_DIR).glob("cuforge_demo-*.whl"))
+    # the same wheel in a directory of another CUDA: its pins do not match, verify says so
+    other = tmp_path / "linux-x86_64" / "cu128" / "torch2.14.1-cp311"
+    other.mkdir(parents=True)
+    shutil.copy(good, other)
+    out = cuforge("verify", str(other), "--combo", "3.11-cu130", "--json", env=env)
+    assert out.returncode == 7, out.stderr[-3000:]
+    pins = {r["check"]: r for r in json.loads(out.stdout)["wheels"][0]["results"]}["pins"]
+    assert pins["status"] == "fail" and "is not +cu128torch2.14.1" in pins["detail"], pins
     broken = tmp_path / good.name
     with zipfile.ZipFile(good) as src, zipfile.ZipFile(broken, "w") as dst:
         for item in src.infolist():
