@@ -394,10 +394,11 @@ def _names(plan: Plan) -> set[str]:
 def up_to_date(house: Wheelhouse, pkg: PackagePlan) -> Entry | None:
     """The wheelhouse entry that already is this package's output: same plan key (recipe,
     patches, source content, arches, policy, torch, commands, dependencies) and the wheel
-    still there, unmodified."""
+    still there, unmodified. A wheel published before wheels carried their pins
+    (``upstream_wheel`` unset, cuforge.wheelmeta) is built again."""
     entry = house.latest().get(pkg.name)
     if (entry is None or entry.status not in ("compiled", "prebuilt") or not entry.wheel
-            or entry.plan_key != pkg.key):
+            or entry.plan_key != pkg.key or not entry.upstream_wheel):
         return None
     wheel = house.dir / entry.wheel
     return entry if wheel.exists() and sha256_of(wheel) == entry.wheel_sha256 else None
