@@ -25,11 +25,13 @@ import pytest
 
 from cuforge.errors import VerifyError
 from cuforge.index import scan, write_indexes
+from cuforge.wheelmeta import torch_requirement
 from cuforge.venv import find_uv
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 PYPI = "https://pypi.org/simple/"   # torch's usual index for cu130
 MIRRORS = [Path("/opt/pypi-more/simple"), Path("/opt/pypi/simple")]   # local mirrors of it, if any
+WRONG_TORCH = Path("/opt/wheels")   # this machine's find-links: a real torch 2.13.0+cpu, if any
 
 
 def make_wheel(dest: Path, name: str, version: str, *, requires_python: str = "",
@@ -68,7 +70,7 @@ def house(tmp_path_factory) -> Path:
                requires=("cuforge-tiny-dep>=1",))
     make_wheel(d, "cuforge-tiny-dep", "1.0", requires_python=">=3.9")
     make_wheel(d, "cuforge-tiny-dep", "2.0", requires_python=">=3.99")   # must be skipped
-    make_wheel(d, "cuforge-tiny-ext", "0.1", requires=("torch==2.14.1",),
+    make_wheel(d, "cuforge-tiny-ext", "0.1", requires=(torch_requirement("2.14.1"),),
                tag="cp311-cp311-linux_x86_64")
     (d / "manifest.jsonl").write_text("")   # wheelhouse files besides wheels are left alone
     return root
@@ -175,6 +177,9 @@ def test_torch_resolves_from_its_usual_index(indexed, tmp_path, tool):
     # the local mirrors first (torch itself from disk), then PyPI for what they lack
     indexes = [m.as_uri() for m in MIRRORS if m.is_dir()] + [PYPI]
     extra = [a for url in indexes for a in ("--extra-index-url", url)]
+    # the real wrong torch on offer too, as this machine's pip config offers it: the pin
+    # (cuforge.wheelmeta) must leave it out
+    extra += ["--find-links", str(WRONG_TORCH)] if WRONG_TORCH.is_dir() else []
     if tool == "pip":
         proc = _pip(py, "--dry-run", "--index-url", (indexed / "simple").as_uri(), *extra,
                     "cuforge-tiny-ext")
@@ -186,6 +191,7 @@ def test_torch_resolves_from_its_usual_index(indexed, tmp_path, tool):
                    offline=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "+ torch==2.14.1" in proc.stderr and "+ cuforge-tiny-ext==0.1" in proc.stderr
+        assert "2.13.0" not in proc.stderr
     assert "cuforge-tiny-ext" not in _installed(py)
 
 
