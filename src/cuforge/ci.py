@@ -122,7 +122,8 @@ def stack_checkout(project: Project, name: str, recipes: dict[str, Recipe]) -> C
         raise ConfigError(f"stack {name}: its packages come from {len(found)} upstream trees "
                           f"({', '.join(sorted(g for g, _ in found)) or 'none'}), so CI cannot "
                           "tell which checkout its model stage runs on",
-                          hint="pin every in-tree package of the stack to one git source and commit")
+                          hint="pin every in-tree package of the stack to one git source "
+                               "and commit")
     git, commit = found.pop()
     return Checkout(name, git, commit)
 

@@ -215,7 +215,8 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str, house: Mapping[str, 
     torch_linked = links_torch(wheel)
     version, requires = metadata(wheel)
     if has_compiled_code(wheel):
-        version = f"{version.partition('+')[0]}+{local_label(accel, torch, links_torch=torch_linked)}"
+        label = local_label(accel, torch, links_torch=torch_linked)
+        version = f"{version.partition('+')[0]}+{label}"
     requires = pinned_requirements(requires, torch=torch if torch_linked else None, house=house,
                                    depends=depends)
     name, _old_version, *rest = wheel.name.removesuffix(".whl").split("-")
@@ -287,7 +288,8 @@ def record_problems(wheel: Path) -> list[str]:
             if path:
                 listed[path] = rest.removeprefix("sha256=")
         for name in zf.namelist():
-            if name.endswith("/") or name == f"{info}/RECORD" or name.rsplit("/", 1)[-1] in _SIGNATURES:
+            skip = name.endswith("/") or name == f"{info}/RECORD"
+            if skip or name.rsplit("/", 1)[-1] in _SIGNATURES:
                 continue
             if name not in listed:
                 problems.append(f"{name} is not in RECORD")

@@ -80,11 +80,12 @@ def test_matrix_orders_packages_and_knows_cpu_only_smoke(tmp_path):
     """Dependencies come first; a plan whose smoke tests all run without a GPU needs none."""
     root = _copy_project(tmp_path)
     ci_toml = (root / "envs" / "ci.toml").read_text()
-    (root / "envs" / "ci.toml").write_text(ci_toml + '\n[combo."3.11-cu130"]\npackages = ["spconv"]\n')
+    one = '\n[combo."3.11-cu130"]\npackages = ["{}"]\n'
+    (root / "envs" / "ci.toml").write_text(ci_toml + one.format("spconv"))
     first = ci.matrix(Project(root))[0]
     assert first["packages"][-1] == "spconv"
     assert first["packages"].index("cumm") < first["packages"].index("spconv")
-    (root / "envs" / "ci.toml").write_text(ci_toml + '\n[combo."3.11-cu130"]\npackages = ["pccm"]\n')
+    (root / "envs" / "ci.toml").write_text(ci_toml + one.format("pccm"))
     plan = ci.matrix(Project(root))[0]["packages"]
     for name in plan:                                     # pure Python: no smoke scripts
         (root / "smoke" / f"check_{name}.py").unlink(missing_ok=True)

@@ -162,7 +162,7 @@ def test_verify_flags_pins_that_do_not_match_the_directory(built, tmp_path):
     assert "does not match its RECORD hash" in wheelmeta.check(tampered).detail
 
 
-# -- installs ---------------------------------------------------------------------------------------
+# -- installs --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def indexes(built) -> dict[str, Path]:
     """Two wheelhouses with an index each: as built upstream (Requires-Dist: torch) and pinned."""

@@ -109,8 +109,9 @@ def test_output_through_a_pipe_keeps_long_paths_on_one_line(tmp_path: Path) -> N
     import sys
     deep = tmp_path / ("a-directory-with-a-long-name-" * 4) / "wheelhouse"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.run([sys.executable, "-m", "cuforge", "doctor"], cwd=REPO, capture_output=True,
-                          text=True, env={**env, "CUFORGE_WHEELHOUSE": str(deep)})
+    proc = subprocess.run([sys.executable, "-m", "cuforge", "doctor"], cwd=REPO,
+                          capture_output=True, text=True,
+                          env={**env, "CUFORGE_WHEELHOUSE": str(deep)})
     assert proc.returncode in (0, 3), proc.stderr
     line = f"no wheelhouse under {deep} yet (cuforge build makes one)"
     assert len(line) > 120 and line in proc.stdout.splitlines(), proc.stdout[-2000:]
