@@ -6,8 +6,8 @@ environment for the user's own checkout, in one idempotent command.
 3. install the stack's wheels (and their runtime requirements, never another torch);
 4. apply the stack's patch set to the checkout;
 5. write the env file (each variable with its why) and hook it into ``bin/activate``;
-6. the model stage in that venv: every wheel imported together, then a tiny GPU forward
-   (skipped without a GPU, saying so).
+6. the model stage in that venv: every wheel imported together, then the checkout's own models
+   on the GPU (the stack's ``checkout_model``; skipped without a GPU, saying so).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     write_env(req.venv, p.stack)
     out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
                    f"{req.venv / 'bin' / 'activate'})"))
-    ok = model_stage(project, python, p, out)
+    ok = model_stage(project, python, p, out, checkout=req.checkout)
     out.print(Text(f"done: source {req.venv / 'bin' / 'activate'}", style="bold"))
     return 0 if ok else VerifyError.exit_code
 
@@ -161,7 +161,8 @@ def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> No
     out.print(Text(f"5. {env_file(req.venv, p.stack.name)}:"))
     out.print(Text(env_file_text(p.stack).rstrip(), style="dim"), soft_wrap=True)  # copyable
     out.print(Text(f"6. model stage: import {', '.join(names)} together, then "
-                   f"{p.stack.model_check or 'no forward check'}"))
+                   + (f"{p.stack.checkout_model} {req.checkout}" if p.stack.checkout_model
+                      else "no model check")))
 
 
 # -- steps -----------------------------------------------------------------------------------
@@ -352,9 +353,11 @@ print("CUFORGE-GPU", json.dumps(torch.cuda.get_device_name(0) if gpu else None),
 """
 
 
-def model_stage(project: Project, python: Path, p: Plan, out: Console) -> bool:
+def model_stage(project: Project, python: Path, p: Plan, out: Console, *,
+                checkout: Path) -> bool:
     """In the venv, with the stack's variables: import torch and every wheel's modules in one
-    process (and ask it for a GPU), then run the stack's tiny forward when there is one."""
+    process (and ask it for a GPU), then, when there is one, the stack's ``checkout_model``
+    script on ``checkout`` (the user's own model code: PTv3, MILo's renderer)."""
     import json
 
     from .verify._proc import run_python
@@ -370,19 +373,24 @@ def model_stage(project: Project, python: Path, p: Plan, out: Console) -> bool:
                    CheckResult("import", "pass", f"torch + {len(modules)} modules together")}
         gpu = next((json.loads(ln.split(" ", 1)[1]) for ln in outcome.stdout.splitlines()
                     if ln.startswith("CUFORGE-GPU ")), None)
-        if not p.stack.model_check or imported.status == "fail":
+        if not p.stack.checkout_model or imported.status == "fail":
             pass
         elif gpu is None:
-            results["forward"] = CheckResult(
-                "forward", "skipped", f"skipped: no GPU (torch.cuda.is_available() is False in "
-                f"{python}); run `cuforge setup {p.stack.name}` again on the GPU machine")
+            results["checkout model"] = CheckResult(
+                "checkout model", "skipped", f"skipped: no GPU (torch.cuda.is_available() is "
+                f"False in {python}); run `cuforge setup {p.stack.name}` again on the GPU machine")
         else:
-            ran = run_smoke(python, project.root / p.stack.model_check, [])
-            results["forward"] = CheckResult("forward", ran.status, f"{ran.detail} on {gpu}")
+            ran = run_smoke(python, project.root / p.stack.checkout_model, [],
+                            args=[str(checkout.resolve())], timeout=900)
+            results["checkout model"] = CheckResult("checkout model", ran.status,
+                                                    f"{ran.detail} on {gpu}")
     summary = {name: r.detail if r.detail.startswith(r.status) else
                f"{r.status}: {r.detail}" if r.detail else r.status for name, r in results.items()}
     out.print(verdict_line(f"model stage ({p.stack.name})", summary, reason_width=200))
     failed = [r for r in results.values() if r.status == "fail"]
     for r in failed:
         out.print(Text(r.detail, style="red"))
+    ran = results.get("checkout model")
+    if ran is not None and ran.status == "pass":     # what it compared, with the numbers
+        out.print(Text(f"checkout model: {ran.detail}"))
     return not failed
