@@ -181,15 +181,44 @@ def _build(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
                          "missing tools and headers")
 
 
+def _uv_or_none() -> str | None:
+    try:
+        return venv.find_uv()
+    except ToolchainError:
+        return None
+
+
+def _pip_install(python: Path, base: str, *args: str) -> tuple[str, ...]:
+    """An install into the venv of ``python``: ``uv pip install``, or without uv (the GPU
+    machine has none) the base interpreter's own pip, pointed at the venv (``--python``)."""
+    uv = _uv_or_none()
+    if uv:
+        return (uv, "pip", "install", "--python", str(python), *args)
+    swapped = ["--force-reinstall" if a == "--reinstall" else a for a in args]
+    return (base, "-m", "pip", "--python", str(python), "install",
+            "--disable-pip-version-check", *swapped)
+
+
+def _base_python(combo: Combo) -> str:
+    return venv.which(combo.interpreter) if combo.interpreter else str(venv.find_python(combo.python))
+
+
 def _venv_with_torch(req: SetupRequest, combo: Combo, out: Console) -> Path:
     """Create (or reuse) the venv; give it the combo's torch: installed by uv, or for a combo
-    with its own interpreter (the GPU machine, no network) visible through a .pth file."""
-    uv = venv.find_uv()
-    base = venv.which(combo.interpreter) if combo.interpreter else str(venv.find_python(combo.python))
+    with its own interpreter (the GPU machine, no network) visible through a .pth file.
+    Without uv (only possible with such an interpreter) the stdlib's venv makes it."""
+    uv = _uv_or_none()
+    base = _base_python(combo)
     reused = (req.venv / "pyvenv.cfg").exists()
-    # no --seed: seeding pip needs an index, and the GPU machine has no network (uv pip works)
-    run(Step((uv, "venv", "--allow-existing", "--python", base, str(req.venv)),
-             description=f"create the venv {req.venv}"))
+    if uv:
+        # no --seed: seeding pip needs an index, and the GPU machine has no network
+        run(Step((uv, "venv", "--allow-existing", "--python", base, str(req.venv)),
+                 description=f"create the venv {req.venv}"))
+    elif not combo.interpreter:
+        venv.find_uv()          # raises: installing the combo's torch needs uv
+    elif not reused:
+        run(Step((base, "-m", "venv", "--without-pip", str(req.venv)),
+                 description=f"create the venv {req.venv} (no uv here: python -m venv)"))
     python = req.venv / "bin" / "python"
     if combo.interpreter:
         _link_site_packages(python, Path(base))
@@ -240,18 +269,17 @@ def _install_wheels(python: Path, p: Plan, out: Console) -> None:
     """The stack's wheels without dependency resolution (their pins name each other and torch),
     then those of their runtime requirements the venv does not already see, torch left out."""
     from .pipeline import runtime_requirements
-    uv = venv.find_uv()
+    base = _base_python(p.combo)
     pairs, left_out = installable(p)
     wheels = [w for _, w in pairs]
     ours = {canonicalize_name(w.name.split("-")[0]) for w in wheels} | {"torch"}
     wanted = {req for w in wheels for req in runtime_requirements(w)
               if canonicalize_name(Requirement(req).name) not in ours}
-    run(Step((uv, "pip", "install", "--python", str(python), "--no-deps", "--reinstall",
-              *map(str, wheels)), description=f"install the {p.stack.name} wheels"))
+    run(Step(_pip_install(python, base, "--no-deps", "--reinstall", *map(str, wheels)),
+             description=f"install the {p.stack.name} wheels"))
     extra = sorted(missing_requirements(python, wanted))
     if extra:
-        run(Step((uv, "pip", "install", "--python", str(python), *extra),
-                 description="their runtime requirements"))
+        run(Step(_pip_install(python, base, *extra), description="their runtime requirements"))
     out.print(Text(f"installed {len(wheels)} wheels from {p.house.dir}"
                    + (f" (+ {', '.join(extra)})" if extra else "")))
     for note in left_out:
