@@ -159,3 +159,25 @@ def test_result_goes_into_the_manifest(tmp_path):
     latest = house.latest()["shadowpkg"]
     assert latest.checks == {"import": "pass", "upstream-tests": "pass: 3 passed in 0.05s (1.2 s)"}
     assert latest.wheel_sha256 == sha256_of(house.dir / wheel.name)
+
+
+def test_stage_takes_the_suite_from_its_declared_source(tmp_path):
+    """The stage verify --upstream-tests and build --upstream-tests share: the suite's tree
+    is fetched like [source] (here a local path source), or taken from --tests-src."""
+    from cuforge.project import Project
+    from cuforge.recipes import Recipe, Source
+    from cuforge.verifycmd import UpstreamStage
+    spec = UpstreamTests("tests", PYTEST, gpu=False, timeout=120, source=Source(path=str(FIXTURE)))
+    recipe = Recipe("shadowpkg", "setuptools", Source(path="/nonexistent"), upstream_tests=spec)
+    combo = type("C", (), {"env_id": "fixture"})()
+    stage = UpstreamStage(Project(tmp_path), PYTHON, combo, {})
+    result = stage.run(built_wheel(tmp_path), recipe, [], imported_ok=True, tmp=tmp_path)
+    assert result.status == "pass", result.detail
+    tree = stage.tree(recipe)
+    assert (tree / "tests" / "test_suite.py").is_file() and tree != FIXTURE   # a fresh copy
+    # --tests-src wins over the declared source; a missing suite path is a failure
+    stage = UpstreamStage(Project(tmp_path), PYTHON, combo, {"shadowpkg": tmp_path})
+    failed = stage.run(built_wheel(tmp_path), recipe, [], imported_ok=True, tmp=tmp_path / "b")
+    assert failed.status == "fail" and "is not in" in failed.summary
+    skipped = stage.run(built_wheel(tmp_path), recipe, [], imported_ok=False, tmp=tmp_path / "c")
+    assert skipped.status == "skipped" and "does not import" in skipped.summary
