@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -130,7 +131,22 @@ def install_requirements(python: Path, requires: Sequence[str], target: Path,
     if pip.returncode == 0:
         return ""
     why = last_error_line(pip.stderr) or describe_exit(pip.returncode or -9)
+    if "No module named pip" in pip.stderr and (uv := _uv()):   # a uv-made env has no pip
+        done = subprocess.run([uv, "pip", "install", "-q", "--python", str(python), "--no-deps",
+                               "--target", str(target), *missing], capture_output=True, text=True)
+        if done.returncode == 0:
+            return ""
+        why = last_error_line(done.stderr) or describe_exit(done.returncode)
     return f"could not install {' '.join(missing)}: {why}"
+
+
+def _uv() -> str | None:
+    from ..errors import ToolchainError
+    from ..venv import find_uv
+    try:
+        return find_uv()
+    except ToolchainError:
+        return None
 
 
 def verdict(returncode: int | None, stdout: str, stderr: str, *, seconds: float,
