@@ -12,7 +12,9 @@ Usage: python pointcept_ptv3.py CHECKOUT      (run by setup in the user's venv, 
 3. Each runs forward + backward on the same synthetic scene with PTv3's randomness fixed: the
    order shuffles (`torch.randperm`, CPU generator) and DropPath (CUDA generator) draw from
    generators reseeded identically before each run, so both runs see the same permutations.
-4. Outputs and every parameter gradient must agree: relative L2 error <= TOLERANCE.
+4. Outputs and gradients must agree: relative L2 error <= TOLERANCE for the output, for all
+   gradients together, and for each parameter's gradient that is not zero in exact arithmetic
+   (norm >= 1e-3 of the largest: a bias right before train-mode BatchNorm holds only noise).
 
 Why 1e-2: both runs are fp32 and differ only in how spconv sums over the 27 kernel offsets
 (Native: a gather-GEMM-scatter per offset with atomic adds; implicit GEMM: one fused GEMM, which
@@ -110,14 +112,24 @@ feat_n, grads_n = run(native_model, data)
 assert torch.isfinite(feat_d).all() and torch.isfinite(feat_n).all(), "non-finite PTv3 output"
 assert grads_d.keys() == grads_n.keys() and grads_d, "the two runs trained different parameters"
 out_err = rel(feat_n, feat_d)
-grad_errs = {n: rel(grads_n[n], grads_d[n]) for n in grads_d if grads_d[n].norm() > 0}
+names = sorted(grads_d)
+all_err = rel(torch.cat([grads_n[n].flatten() for n in names]),
+              torch.cat([grads_d[n].flatten() for n in names]))
+# Per tensor, only gradients that are not zero in exact arithmetic: a bias right before a
+# train-mode BatchNorm (SerializedPooling's proj) gets rounding noise only (~1e-9), whose
+# relative error between two runs means nothing. "Not zero": at least 1e-3 of the largest.
+largest = max(grads_d[n].norm().item() for n in names)
+grad_errs = {n: rel(grads_n[n], grads_d[n]) for n in names
+             if grads_d[n].norm().item() >= 1e-3 * largest}
 worst = max(grad_errs, key=grad_errs.get)
 assert out_err <= TOLERANCE, f"outputs differ between algorithms: relative L2 {out_err:.2e}"
+assert all_err <= TOLERANCE, f"gradients differ between algorithms: relative L2 {all_err:.2e}"
 assert grad_errs[worst] <= TOLERANCE, \
     f"gradient of {worst} differs between algorithms: relative L2 {grad_errs[worst]:.2e}"
 skipped = _checkout_import.not_run_inits(checkout, ["pointcept"])
 print(f"pass: the checkout's PointTransformerV3 ({data['coord'].shape[0]} points, "
       f"{sum(p.numel() for p in default_model.parameters())} parameters) forward + backward; "
       f"spconv default ({', '.join(sorted(a.name for a in default_algos))}) vs Native: output "
-      f"rel. L2 {out_err:.1e}, worst gradient {grad_errs[worst]:.1e} ({worst}) <= {TOLERANCE:g}; "
+      f"rel. L2 {out_err:.1e}, all gradients {all_err:.1e}, worst of {len(grad_errs)} gradient "
+      f"tensors {grad_errs[worst]:.1e} ({worst}) <= {TOLERANCE:g}; "
       f"env file POINTCEPT_SPCONV_ALGO={configured}; {len(skipped)} package __init__s not run")
