@@ -75,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--prefer-prebuilt", action="store_true", default=True,
                      help="use a recipe's prebuilt wheel when it passes checks (default)")
     b.add_argument("--skip-smoke", action="store_true", help="do not run kernel smoke tests")
+    b.add_argument("--upstream-tests", action="store_true",
+                   help="last stage: run each recipe's [upstream_tests] suite on its wheel")
     b.add_argument("--rebuild", action="store_true",
                    help="rebuild packages whose wheel in the wheelhouse is up to date")
     b.add_argument("--one-at-a-time", action="store_true",
@@ -100,7 +102,12 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--cuda-arch", default=None, help="arches the wheels must cover")
     v.add_argument("--json", action="store_true", help="machine-readable output")
     v.add_argument("--models", action="store_true",
-                   help="also run smoke/models/*.py with all the wheels together")
+                   help="also run each stack's miniature model with all the wheels together")
+    v.add_argument("--upstream-tests", action="store_true",
+                   help="also run each recipe's [upstream_tests] suite against its wheel")
+    v.add_argument("--tests-src", action="append", default=[], metavar="NAME=DIR",
+                   help="take NAME's suite from DIR (the tree its `path` is relative to) "
+                        "instead of fetching it")
     v.set_defaults(func=_cmd_verify)
 
     d = sub.add_parser("doctor", parents=[common],
@@ -232,7 +239,7 @@ def _cmd_build(args) -> int:
         verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=_src_overrides(args.src),
         prefer_prebuilt=not args.force_source, arch_policy=args.arch_policy,
-        skip_smoke=args.skip_smoke, rebuild=args.rebuild,
+        skip_smoke=args.skip_smoke, rebuild=args.rebuild, upstream_tests=args.upstream_tests,
         one_at_a_time=args.one_at_a_time,
         cache=parse_spec(args.cache, "--cache") if args.cache else "")
     outcome = build(_project(args), req)
@@ -258,7 +265,8 @@ def _cmd_verify(args) -> int:
     from .verifycmd import verify_paths
     return verify_paths(_project(args), _combo(args, arches=_arches(args)), args.paths,
                         as_json=args.json, arches_given=bool(_arches(args)),
-                        models=args.models)
+                        models=args.models, upstream_tests=args.upstream_tests,
+                        tests_src=dict(_src_overrides(args.tests_src)))
 
 
 def _cmd_doctor(args) -> int:

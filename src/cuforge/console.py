@@ -77,6 +77,11 @@ def _split(summary: str) -> tuple[str, str]:
     return status, reason.strip()
 
 
+# checks whose passing verdict still carries its reason on the line: the upstream suite's
+# own summary ("2770 passed, 30 skipped in 13.14s") is the evidence
+EXPLAIN_PASS = ("upstream-tests",)
+
+
 def verdict_line(package: str, checks: Mapping[str, str], *, reason_width: int = 70) -> Text:
     """One line per built package: each check's status, and the reason for every warn, skip or
     fail (the manifest's ``checks`` map, ``{check: "status: detail"}``)."""
@@ -88,7 +93,7 @@ def verdict_line(package: str, checks: Mapping[str, str], *, reason_width: int =
             line.append(" · ")
         line.append(f"{name} ")
         line.append(status, style=_STYLE[status])
-        if status != "pass" and reason:
+        if (status != "pass" or name in EXPLAIN_PASS) and reason:
             first = reason.splitlines()[0]
             if len(first) > reason_width:
                 first = first[: reason_width - 1] + "…"

@@ -48,6 +48,7 @@ class BuildRequest:
     rebuild: bool = False          # rebuild packages whose wheel is up to date
     one_at_a_time: bool = False    # packages one after another, each with every job
     cache: str = ""                # compiler cache override: off | local | <dir> | redis://...
+    upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
 
 
 @dataclass
@@ -94,7 +95,12 @@ def build(project: Project, req: BuildRequest) -> Outcome:
                   f"{env.toolkit.root})")
     the_plan = make_plan(project, req, env, order)
     with slots.pool(project.state_dir, the_plan.jobs) if the_plan.pooled else nullcontext():
-        return Executor(project, req, env, the_plan, log_dir, frozenset(recipes)).run()
+        outcome = Executor(project, req, env, the_plan, log_dir, frozenset(recipes)).run()
+    if req.upstream_tests:
+        from .verifycmd import upstream_stage
+        upstream_stage(project, env.python, combo, the_plan.wheel_dir, outcome.entries,
+                       {r.name: r for r in order}, dict(req.src_overrides), console)
+    return outcome
 
 
 class Executor:

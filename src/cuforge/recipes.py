@@ -17,7 +17,7 @@ BUILD_KINDS = ("setuptools", "cmake", "prebuilt")
 ARCH_POLICIES = ("auto", "native", "ptx", "skip", "error")
 RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "pip_args", "source",
                "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
-               "notes", "compile_memory_gb"}
+               "notes", "compile_memory_gb", "upstream_tests"}
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,42 @@ class SmokeRule:
 
 
 @dataclass(frozen=True)
+class UpstreamTests:
+    """A recipe's ``[upstream_tests]``: upstream's own test suite, run against the built wheel
+    (``cuforge verify --upstream-tests``; see ``cuforge.verify.upstream``).
+
+    ``path`` is the suite inside its tree: the recipe's own ``[source]`` tree, or
+    ``[upstream_tests.source]`` (a second pinned source, fetched like ``[source]``) when the
+    package's sdist lacks its tests. ``command`` is an argument list: ``python`` is the combo
+    interpreter, any other first word a module run with it (``pytest`` = ``python -m pytest``),
+    and ``{tests}`` the copied suite's path. ``requires`` are the extra test requirements,
+    each pinned ``name==version`` and installed without dependencies (list the whole closure,
+    like a lock file: no resolver may replace the combo's torch).
+    """
+
+    path: str
+    command: tuple[str, ...]
+    requires: tuple[str, ...] = ()
+    gpu: bool = True
+    timeout: float = 900.0
+    source: Source | None = None     # None: the recipe's own [source]
+
+    def argv(self, python: str, tests: str) -> list[str]:
+        """The command as run, ``{tests}`` replaced.
+
+        >>> UpstreamTests("test", ("pytest", "-q", "{tests}")).argv("py", "test")
+        ['py', '-m', 'pytest', '-q', 'test']
+        >>> UpstreamTests("tests", ("python", "{tests}/test.py")).argv("py", "tests")
+        ['py', 'tests/test.py']
+        """
+        head, *rest = (arg.replace("{tests}", tests) for arg in self.command)
+        return [python, *rest] if head == "python" else [python, "-m", head, *rest]
+
+
+UPSTREAM_TEST_KEYS = {"path", "command", "requires", "gpu", "timeout", "source", "why"}
+
+
+@dataclass(frozen=True)
 class Recipe:
     name: str
     kind: str
@@ -139,6 +175,7 @@ class Recipe:
     # measured peak of one device compilation (cicc/ptxas) in GB; 0: the default estimate
     # (toolchain.NVCC_MEM_PER_JOB). The plan lowers the package's jobs to fit the memory.
     compile_memory_gb: float = 0.0
+    upstream_tests: UpstreamTests | None = None   # upstream's own suite ([upstream_tests])
     file: Path | None = None
 
 
@@ -227,6 +264,7 @@ def parse_recipe(path: Path) -> Recipe:
                             for var, row in data.get("extra_sources", {}).items()),
         build_requires=tuple(data.get("build_requires", ())),
         compile_memory_gb=_memory_gb(data.get("compile_memory_gb", 0), where),
+        upstream_tests=_upstream_tests(data.get("upstream_tests"), where),
         file=path,
     )
 
@@ -237,6 +275,49 @@ def _memory_gb(value: object, where: str) -> float:
                           hint="the peak memory of one of its compilers, e.g. "
                           "compile_memory_gb = 7 (watch cicc in top during a build)")
     return float(value)
+
+
+def _upstream_tests(table: dict | None, where: str) -> UpstreamTests | None:
+    """Parse ``[upstream_tests]``; every mistake is a ConfigError naming the key."""
+    if table is None:
+        return None
+    where = f"{where} [upstream_tests]"
+    unknown = set(table) - UPSTREAM_TEST_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}",
+                          hint=f"[upstream_tests] may have: {', '.join(sorted(UPSTREAM_TEST_KEYS))}")
+    path = str(table.get("path", ""))
+    if not path or Path(path).is_absolute() or ".." in Path(path).parts:
+        raise ConfigError(f"{where}: `path` must name the suite inside its source tree, "
+                          f"got {path!r}", hint='e.g. path = "test" (a folder) or "tests"')
+    command = table.get("command")
+    if not command or not isinstance(command, list) or not all(isinstance(a, str) for a in command):
+        raise ConfigError(f"{where}: `command` must be a list of strings",
+                          hint='e.g. command = ["pytest", "-q", "{tests}"] or '
+                               '["python", "{tests}/test.py"]')
+    requires = tuple(str(r) for r in table.get("requires", ()))
+    for text in requires:
+        _require_pinned(text, where)
+    timeout = table.get("timeout", 900)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ConfigError(f"{where}: `timeout` must be a number of seconds, not {timeout!r}")
+    source = _source(table["source"], f"{where}.source") if "source" in table else None
+    if source is not None and source.kind == "none":
+        raise ConfigError(f"{where}.source needs one of path, git (+commit), sdist (+sha256)")
+    return UpstreamTests(path, tuple(command), requires, bool(table.get("gpu", True)),
+                         float(timeout), source)
+
+
+def _require_pinned(text: str, where: str) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+    try:
+        specs = list(Requirement(text).specifier)
+    except InvalidRequirement as err:
+        raise ConfigError(f"{where}: requirement {text!r} is not valid ({err})",
+                          hint="write it as name==version") from None
+    if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+        raise ConfigError(f"{where}: test requirement {text!r} is not pinned to one version",
+                          hint="write it as name==version: a test run must be repeatable")
 
 
 def _smoke(row: str | dict, where: str) -> SmokeRule:

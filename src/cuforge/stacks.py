@@ -1,5 +1,7 @@
 """Workstation stacks (``stacks/*.toml``): which recipes a research code base needs, which patch
-set its checkout gets, which variables its venv sets on activation, and its model check.
+set its checkout gets, which variables its venv sets on activation, and its model checks: the
+checkout's own models (``checkout_model``, run by ``setup``) and a miniature that needs only the
+wheels (``miniature``, run by ``verify --models``).
 A stack is data: adding one is a TOML file, not a branch in code."""
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ class Stack:
     packages: tuple[str, ...]
     patch_set: str
     env: tuple[EnvVar, ...]
-    model_check: str          # a script path relative to the project root ("" = none)
+    checkout_model: str       # run by setup as `SCRIPT CHECKOUT` ("" = none; path from the root)
     file: Path
     optional: tuple[str, ...] = ()   # installed when they build; a failure is reported, not fatal
+    miniature: str = ""       # verify --models: a model of ours over the wheels alone ("" = none)
 
 
 def available_stacks(project: Project) -> list[str]:
@@ -59,10 +62,15 @@ def load_stack(project: Project, name: str) -> Stack:
         env.append(EnvVar(name_, str(row["value"]), why))
     if not head.get("packages"):
         raise ConfigError(f"{path}: [stack] lists no packages")
+    if "model_check" in head:
+        raise ConfigError(f"{path}: [stack] model_check was split in two",
+                          hint="checkout_model = the script setup runs on the user's checkout "
+                               "(it gets the checkout path); miniature = the one verify --models "
+                               "runs on wheels alone")
     return Stack(name=head.get("name", name), description=head.get("description", ""),
                  packages=tuple(head["packages"]), patch_set=head.get("patch_set", ""),
-                 env=tuple(env), model_check=head.get("model_check", ""), file=path,
-                 optional=tuple(head.get("optional", ())))
+                 env=tuple(env), checkout_model=head.get("checkout_model", ""), file=path,
+                 optional=tuple(head.get("optional", ())), miniature=head.get("miniature", ""))
 
 
 def env_file_text(stack: Stack) -> str:

@@ -32,21 +32,141 @@ def collect_wheels(paths: list[Path]) -> list[Path]:
 
 
 def model_reports(project: Project, env, wheels: list[Path]) -> list:
-    """Run every ``smoke/models/*.py`` with all ``wheels`` importable together (the model stage:
-    packages working with each other), reported like one package per model."""
+    """Run each stack's miniature (``miniature`` in ``stacks/*.toml``: ptv3_tiny, milo_tiny)
+    whose required packages are all among ``wheels``, with every wheel importable together
+    (the model stage for wheels used without a checkout), reported like one package per
+    model. A stack whose packages are not all there is listed as skipped, saying which."""
+    from packaging.utils import canonicalize_name
+
+    from .stacks import available_stacks, load_stack
     from .verify import CheckResult, WheelReport
     from .verify.smoke import check_smoke
-    from .verify.wheel import import_roots, unpack
+    from .verify.wheel import import_roots, package_name, unpack
+    have = {_CUDA_SUFFIX.sub("", package_name(w)) for w in wheels}
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         roots: list[Path] = []
         for i, wheel in enumerate(wheels):
             roots += import_roots(unpack(wheel, Path(tmp) / str(i)))
-        for script in sorted((project.smoke_dir / "models").glob("*.py")):
-            result = check_smoke(env.python, script, roots)
+        for name in available_stacks(project):
+            stack = load_stack(project, name)
+            if not stack.miniature:
+                continue
+            script = project.root / stack.miniature
+            lacking = [p for p in stack.packages if canonicalize_name(p) not in have]
+            if lacking:
+                result = CheckResult("smoke", "skipped", f"skipped: the {name} stack's "
+                                     f"{', '.join(lacking)} not among the wheels")
+            else:
+                result = check_smoke(env.python, script, roots)
             out.append(WheelReport(script, f"model:{script.stem}",
                                    [CheckResult("smoke", result.status, result.detail)]))
     return out
+
+
+class UpstreamStage:
+    """Runs recipes' ``[upstream_tests]`` for wheels (``verify --upstream-tests``, and a
+    build's last stage): fetches each suite's tree once, asks for a GPU once."""
+
+    def __init__(self, project: Project, python: Path, combo: Combo,
+                 tests_src: dict[str, Path], source_overrides: dict[str, Path] | None = None):
+        self.project, self.python, self.combo = project, Path(python), combo
+        self.tests_src = tests_src                  # --tests-src NAME=DIR: the suite's tree
+        self.source_overrides = source_overrides or {}   # build --src: the package's tree
+        self._gpu: bool | None = None
+
+    def gpu_visible(self) -> bool:
+        if self._gpu is None:
+            from .verify.smoke import Device, probe_device
+            self._gpu = isinstance(probe_device(self.python), Device)
+        return self._gpu
+
+    def tree(self, recipe) -> Path:
+        """The directory the suite's ``path`` is relative to (raises SourceError)."""
+        from . import sources
+        spec = recipe.upstream_tests
+        if recipe.name in self.tests_src:
+            return self.tests_src[recipe.name]
+        if spec.source is None and recipe.name in self.source_overrides:
+            return self.source_overrides[recipe.name]
+        source = spec.source or recipe.source
+        base = self.project.state_dir / "upstream-tests"
+        return sources.fetch(source, project_root=self.project.root,
+                             cache_dir=self.project.state_dir / "cache",
+                             dest=base / "trees" / recipe.name, stamp=source.describe())
+
+    def run(self, wheel: Path, recipe, dependency_paths: list[Path], *, imported_ok: bool,
+            tmp: Path):
+        from .errors import CuforgeError
+        from .verify import CheckResult
+        from .verify.upstream import CHECK, run_upstream_tests
+        from .verify.wheel import import_roots, top_level_modules, unpack
+        spec = recipe.upstream_tests if recipe else None
+        if spec is None:
+            return CheckResult(CHECK, "skipped", "skipped: the recipe declares no "
+                               "[upstream_tests] (docs/packages.md says why)")
+        if not imported_ok:
+            return CheckResult(CHECK, "skipped", "skipped: the wheel does not import")
+        if spec.gpu and not self.gpu_visible():
+            return CheckResult(CHECK, "skipped", "skipped: no GPU (the suite is declared "
+                               f"gpu = true; torch.cuda.is_available() is False in {self.python})")
+        try:
+            tree = self.tree(recipe)
+        except CuforgeError as err:
+            return CheckResult(CHECK, "skipped", f"skipped: the suite's tree could not be "
+                               f"fetched ({str(err).splitlines()[0]}); pass --tests-src "
+                               f"{recipe.name}=DIR")
+        root = tmp / f"suite-{wheel.name}"
+        unpacked = unpack(wheel, root / "wheel")
+        scratch = root / "run"
+        scratch.mkdir(parents=True)
+        site = self.project.state_dir / "upstream-tests" / self.combo.env_id / recipe.name
+        return run_upstream_tests(self.python, spec, tree,
+                                  paths=[*import_roots(unpacked), *dependency_paths],
+                                  modules=top_level_modules(unpacked), requirements_dir=site,
+                                  scratch=scratch, gpu_visible=self.gpu_visible() if spec.gpu
+                                  else None)
+
+
+def record_check(wheel: Path, result) -> None:
+    """Append the wheel's manifest line again with ``result`` among its checks (the manifest
+    is a journal: the newest line of a package is its state)."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
+    house = Wheelhouse(wheel.parent)
+    recorded = [e for e in house.entries() if e.wheel == wheel.name]
+    if not recorded:
+        return
+    summary = result.detail if result.detail.startswith(result.status) else \
+        f"{result.status}: {result.detail}"
+    entry = recorded[-1]
+    house.publish(None, replace(entry, checks={**entry.checks, result.check: summary},
+                                time=datetime.now(timezone.utc).isoformat(timespec="seconds")))
+
+
+def upstream_stage(project: Project, python: Path, combo: Combo, house_dir: Path, entries,
+                   recipes: dict, source_overrides: dict[str, Path], console) -> None:
+    """A build's last stage (``build --upstream-tests``): each built or prebuilt wheel's
+    upstream suite, its verdict printed and recorded in the manifest."""
+    from packaging.utils import canonicalize_name
+
+    from .console import verdict_line
+    by_name = {canonicalize_name(n): r for n, r in recipes.items()}
+    wheels = {e.package: house_dir / e.wheel for e in entries
+              if e.status in ("compiled", "prebuilt") and e.wheel}
+    by_package = {canonicalize_name(n): w for n, w in wheels.items()}
+    stage = UpstreamStage(project, python, combo, {}, source_overrides)
+    with tempfile.TemporaryDirectory(prefix="cuforge-suites-") as tmp:
+        for name, wheel in wheels.items():
+            recipe = recipes.get(name)
+            if recipe is None or recipe.upstream_tests is None:
+                continue
+            deps = dependency_roots(recipe, by_name, by_package, Path(tmp))
+            result = stage.run(wheel, recipe, deps, imported_ok=True, tmp=Path(tmp))
+            record_check(wheel, result)
+            summary = result.detail if result.detail.startswith(result.status) else \
+                f"{result.status}: {result.detail}"
+            console.print(verdict_line(name, {result.check: summary}, reason_width=200))
 
 
 # cumm and spconv name their wheels after the CUDA version: cumm-cu130, spconv-cu126.
@@ -91,7 +211,8 @@ def _wheel_named(name: str, by_package: dict[str, Path]) -> Path | None:
 
 
 def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: bool,
-                 arches_given: bool, models: bool = False) -> int:
+                 arches_given: bool, models: bool = False, upstream_tests: bool = False,
+                 tests_src: dict[str, Path] | None = None) -> int:
     from .verify import render_table, reports_to_json, verify_wheel
     from .verify.wheel import package_name
     env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log")
@@ -100,6 +221,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     wheels = collect_wheels(paths)
     by_package = {package_name(w): w for w in wheels}
     reports = []
+    suites = UpstreamStage(project, env.python, combo, tests_src or {}) if upstream_tests else None
     with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp:
         for wheel in wheels:
             recipe = recipe_for(package_name(wheel), recipes)
@@ -114,6 +236,13 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                 report.results.append(recorded)
             if (pinned := wheelmeta.check(wheel)) is not None:   # in <cuXYZ>/torch<V>-cp<XY>
                 report.results.append(pinned)
+            if suites is not None:
+                imported = report.result("import")
+                result = suites.run(wheel, recipe, deps, imported_ok=bool(
+                    imported and imported.status != "fail"), tmp=Path(tmp))
+                report.results.append(result)
+                if recorded is not None and recorded.status == "pass":
+                    record_check(wheel, result)   # the manifest line gains the verdict
             reports.append(report)
     if models:
         reports += model_reports(project, env, collect_wheels(paths))

@@ -6,8 +6,8 @@ environment for the user's own checkout, in one idempotent command.
 3. install the stack's wheels (and their runtime requirements, never another torch);
 4. apply the stack's patch set to the checkout;
 5. write the env file (each variable with its why) and hook it into ``bin/activate``;
-6. the model stage in that venv: every wheel imported together, then a tiny GPU forward
-   (skipped without a GPU, saying so).
+6. the model stage in that venv: every wheel imported together, then the checkout's own models
+   on the GPU (the stack's ``checkout_model``; skipped without a GPU, saying so).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     write_env(req.venv, p.stack)
     out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
                    f"{req.venv / 'bin' / 'activate'})"))
-    ok = model_stage(project, python, p, out)
+    ok = model_stage(project, python, p, out, checkout=req.checkout)
     out.print(Text(f"done: source {req.venv / 'bin' / 'activate'}", style="bold"))
     return 0 if ok else VerifyError.exit_code
 
@@ -161,7 +161,8 @@ def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> No
     out.print(Text(f"5. {env_file(req.venv, p.stack.name)}:"))
     out.print(Text(env_file_text(p.stack).rstrip(), style="dim"), soft_wrap=True)  # copyable
     out.print(Text(f"6. model stage: import {', '.join(names)} together, then "
-                   f"{p.stack.model_check or 'no forward check'}"))
+                   + (f"{p.stack.checkout_model} {req.checkout}" if p.stack.checkout_model
+                      else "no model check")))
 
 
 # -- steps -----------------------------------------------------------------------------------
@@ -180,15 +181,44 @@ def _build(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
                          "missing tools and headers")
 
 
+def _uv_or_none() -> str | None:
+    try:
+        return venv.find_uv()
+    except ToolchainError:
+        return None
+
+
+def _pip_install(python: Path, base: str, *args: str) -> tuple[str, ...]:
+    """An install into the venv of ``python``: ``uv pip install``, or without uv (the GPU
+    machine has none) the base interpreter's own pip, pointed at the venv (``--python``)."""
+    uv = _uv_or_none()
+    if uv:
+        return (uv, "pip", "install", "--python", str(python), *args)
+    swapped = ["--force-reinstall" if a == "--reinstall" else a for a in args]
+    return (base, "-m", "pip", "--python", str(python), "install",
+            "--disable-pip-version-check", *swapped)
+
+
+def _base_python(combo: Combo) -> str:
+    return venv.which(combo.interpreter) if combo.interpreter else str(venv.find_python(combo.python))
+
+
 def _venv_with_torch(req: SetupRequest, combo: Combo, out: Console) -> Path:
     """Create (or reuse) the venv; give it the combo's torch: installed by uv, or for a combo
-    with its own interpreter (the GPU machine, no network) visible through a .pth file."""
-    uv = venv.find_uv()
-    base = venv.which(combo.interpreter) if combo.interpreter else str(venv.find_python(combo.python))
+    with its own interpreter (the GPU machine, no network) visible through a .pth file.
+    Without uv (only possible with such an interpreter) the stdlib's venv makes it."""
+    uv = _uv_or_none()
+    base = _base_python(combo)
     reused = (req.venv / "pyvenv.cfg").exists()
-    # no --seed: seeding pip needs an index, and the GPU machine has no network (uv pip works)
-    run(Step((uv, "venv", "--allow-existing", "--python", base, str(req.venv)),
-             description=f"create the venv {req.venv}"))
+    if uv:
+        # no --seed: seeding pip needs an index, and the GPU machine has no network
+        run(Step((uv, "venv", "--allow-existing", "--python", base, str(req.venv)),
+                 description=f"create the venv {req.venv}"))
+    elif not combo.interpreter:
+        venv.find_uv()          # raises: installing the combo's torch needs uv
+    elif not reused:
+        run(Step((base, "-m", "venv", "--without-pip", str(req.venv)),
+                 description=f"create the venv {req.venv} (no uv here: python -m venv)"))
     python = req.venv / "bin" / "python"
     if combo.interpreter:
         _link_site_packages(python, Path(base))
@@ -239,18 +269,17 @@ def _install_wheels(python: Path, p: Plan, out: Console) -> None:
     """The stack's wheels without dependency resolution (their pins name each other and torch),
     then those of their runtime requirements the venv does not already see, torch left out."""
     from .pipeline import runtime_requirements
-    uv = venv.find_uv()
+    base = _base_python(p.combo)
     pairs, left_out = installable(p)
     wheels = [w for _, w in pairs]
     ours = {canonicalize_name(w.name.split("-")[0]) for w in wheels} | {"torch"}
     wanted = {req for w in wheels for req in runtime_requirements(w)
               if canonicalize_name(Requirement(req).name) not in ours}
-    run(Step((uv, "pip", "install", "--python", str(python), "--no-deps", "--reinstall",
-              *map(str, wheels)), description=f"install the {p.stack.name} wheels"))
+    run(Step(_pip_install(python, base, "--no-deps", "--reinstall", *map(str, wheels)),
+             description=f"install the {p.stack.name} wheels"))
     extra = sorted(missing_requirements(python, wanted))
     if extra:
-        run(Step((uv, "pip", "install", "--python", str(python), *extra),
-                 description="their runtime requirements"))
+        run(Step(_pip_install(python, base, *extra), description="their runtime requirements"))
     out.print(Text(f"installed {len(wheels)} wheels from {p.house.dir}"
                    + (f" (+ {', '.join(extra)})" if extra else "")))
     for note in left_out:
@@ -352,9 +381,11 @@ print("CUFORGE-GPU", json.dumps(torch.cuda.get_device_name(0) if gpu else None),
 """
 
 
-def model_stage(project: Project, python: Path, p: Plan, out: Console) -> bool:
+def model_stage(project: Project, python: Path, p: Plan, out: Console, *,
+                checkout: Path) -> bool:
     """In the venv, with the stack's variables: import torch and every wheel's modules in one
-    process (and ask it for a GPU), then run the stack's tiny forward when there is one."""
+    process (and ask it for a GPU), then, when there is one, the stack's ``checkout_model``
+    script on ``checkout`` (the user's own model code: PTv3, MILo's renderer)."""
     import json
 
     from .verify._proc import run_python
@@ -370,19 +401,24 @@ def model_stage(project: Project, python: Path, p: Plan, out: Console) -> bool:
                    CheckResult("import", "pass", f"torch + {len(modules)} modules together")}
         gpu = next((json.loads(ln.split(" ", 1)[1]) for ln in outcome.stdout.splitlines()
                     if ln.startswith("CUFORGE-GPU ")), None)
-        if not p.stack.model_check or imported.status == "fail":
+        if not p.stack.checkout_model or imported.status == "fail":
             pass
         elif gpu is None:
-            results["forward"] = CheckResult(
-                "forward", "skipped", f"skipped: no GPU (torch.cuda.is_available() is False in "
-                f"{python}); run `cuforge setup {p.stack.name}` again on the GPU machine")
+            results["checkout model"] = CheckResult(
+                "checkout model", "skipped", f"skipped: no GPU (torch.cuda.is_available() is "
+                f"False in {python}); run `cuforge setup {p.stack.name}` again on the GPU machine")
         else:
-            ran = run_smoke(python, project.root / p.stack.model_check, [])
-            results["forward"] = CheckResult("forward", ran.status, f"{ran.detail} on {gpu}")
+            ran = run_smoke(python, project.root / p.stack.checkout_model, [],
+                            args=[str(checkout.resolve())], timeout=900)
+            results["checkout model"] = CheckResult("checkout model", ran.status,
+                                                    f"{ran.detail} on {gpu}")
     summary = {name: r.detail if r.detail.startswith(r.status) else
                f"{r.status}: {r.detail}" if r.detail else r.status for name, r in results.items()}
     out.print(verdict_line(f"model stage ({p.stack.name})", summary, reason_width=200))
     failed = [r for r in results.values() if r.status == "fail"]
     for r in failed:
         out.print(Text(r.detail, style="red"))
+    ran = results.get("checkout model")
+    if ran is not None and ran.status == "pass":     # what it compared, with the numbers
+        out.print(Text(f"checkout model: {ran.detail}"))
     return not failed

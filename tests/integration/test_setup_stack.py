@@ -38,7 +38,7 @@ description = "two pure-Python packages standing in for a research stack"
 packages = ["tiny-render"]
 optional = ["tiny-broken"]
 patch_set = "pointcept"
-model_check = "smoke/stack_models/tiny.py"
+checkout_model = "smoke/stack_models/tiny.py"
 
 [[env]]
 name = "TINY_CHUNK"
@@ -55,6 +55,8 @@ MODEL_CHECK = """
 import os, sys
 import tiny_knn, tiny_render, torch
 assert os.environ["TINY_CHUNK"] == "2000000", "the stack's variables are not set"
+assert os.path.isfile(os.path.join(sys.argv[1], "pointcept", "utils", "spconv_algo.py")), \
+    "the model check did not get the patched checkout"
 assert tiny_render.uses_knn() == "knn"
 if not torch.cuda.is_available():
     print("skipped: no GPU (torch.cuda.is_available() is False)")
@@ -183,8 +185,8 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
     # the build shows its verification: one line of verdicts for the package it built
     assert "tiny-render: abi pass · symbols pass · cudart pass · fatbin pass · import pass · " \
            "smoke skipped (" in first.stderr, first.stderr
-    assert "model stage (tiny): import pass · forward skipped (no GPU" in first.stderr \
-        or "forward pass" in first.stderr
+    assert "model stage (tiny): import pass · checkout model skipped (no GPU" in first.stderr \
+        or "checkout model pass" in first.stderr
     check_result(project, checkout, venv)
 
     again = setup(project, checkout, venv)      # idempotent: nothing to build, nothing to patch

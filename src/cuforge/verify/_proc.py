@@ -70,11 +70,12 @@ def python_env(paths: Sequence[Path], extra: Mapping[str, str] | None = None, *,
 
 def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
                timeout: float = 300, env: Mapping[str, str] | None = None,
-               plain_loader: bool = False) -> Outcome:
+               plain_loader: bool = False, cwd: Path | None = None) -> Outcome:
     """Run ``python args...`` with ``paths`` importable, in a scratch cwd (so nothing in the
-    caller's directory shadows the wheel); kill its whole process group on timeout."""
-    with tempfile.TemporaryDirectory(prefix="cuforge-run-") as cwd:
-        proc = subprocess.Popen([str(python), *args], cwd=cwd,
+    caller's directory shadows the wheel) or in ``cwd``; kill its whole process group on
+    timeout."""
+    with tempfile.TemporaryDirectory(prefix="cuforge-run-") as scratch:
+        proc = subprocess.Popen([str(python), *args], cwd=str(cwd or scratch),
                                 env=python_env(paths, env, plain_loader=plain_loader),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 errors="replace", start_new_session=True)

@@ -134,11 +134,12 @@ _LAUNCHER = ("import os, runpy, sys; script = sys.argv[1]; sys.argv = sys.argv[1
 
 
 def run_smoke(python: Path, script: Path, paths: Sequence[Path] = (), *,
-              timeout: float = 300) -> CheckResult:
-    """Run ``script`` with ``python`` (no GPU probe) and apply the protocol."""
+              timeout: float = 300, args: Sequence[str] = ()) -> CheckResult:
+    """Run ``script`` with ``python`` (no GPU probe; ``args`` after the script's path) and
+    apply the protocol."""
     if not script.is_file():
         return CheckResult("smoke", "fail", f"smoke script {script} not found")
-    outcome = run_python(python, ["-c", _LAUNCHER, str(script.resolve())], paths=paths,
+    outcome = run_python(python, ["-c", _LAUNCHER, str(script.resolve()), *args], paths=paths,
                          timeout=timeout, env={"PYTHONSAFEPATH": "1"})
     return smoke_verdict(outcome.returncode, outcome.stdout, outcome.stderr, timeout=timeout)
 
