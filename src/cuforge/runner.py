@@ -123,7 +123,9 @@ def stop_all() -> None:
 
 def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
           tail: deque[str], captured: list[str], timeout: float | None, prefix: str) -> int:
-    with open(log, "a") if log else _NullFile() as sink:
+    # line-buffered: a cuforge killed alone (SIGKILL) leaves the log complete up to its last
+    # line, and whoever watches it (the bench's kill at half) sees ninja's progress as it comes
+    with open(log, "a", buffering=1) if log else _NullFile() as sink:
         if log:
             sink.write(f"\n$ {step.render()}\n")
         assert proc.stdout is not None
