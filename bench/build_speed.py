@@ -15,6 +15,11 @@ that reuses the combo env (nothing of the checkout's own state is touched):
   one (a ``*_COMPILER_LAUNCHER`` / ccache), can make it faster than cold;
 - resumed: a cold build killed at half its compile time, then run again: the second run's
   time over cold;
+- killed: ``--only killed`` (``--kill-cache off,local``): a build SIGKILLed alone (the OOM
+  killer's way) once ninja passed half its steps, then run again; the row prints the step it
+  was killed at, the rerun's first ninja line and the package's compile time, rerun / cold
+  (``compiled ... in S s``, so dependencies rebuilt by ``--rebuild`` do not count). With
+  ``local`` the killed build starts from an empty cache store, as a first build does;
 - serial vs side by side: ``--set`` built ``--one-at-a-time`` and then side by side, and a
   multi-extension package with ``CUFORGE_SERIAL_EXTENSIONS=1`` vs without;
 - ``nvcc -t``: the demo kernels for 4 arches with ``-t 1`` and ``-t N``.
@@ -48,7 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "native" / "demo" / "src" / "kernels.cu"
 NVCC_ARCHES = ["90-real", "100-real", "120-real", "121"]
 MULTI_EXT = ROOT / "tests" / "fixtures" / "recipes" / "multi_ext"
-ALL = ("manual", "noop", "warm", "resume", "side", "nvcc")
+ALL = ("manual", "noop", "warm", "resume", "killed", "side", "nvcc")
+STEP = re.compile(r"\[(\d+)/(\d+)\]")
 out = Console()
 
 
@@ -120,9 +126,11 @@ class Bench:
                    for _ in work.rglob("*.o"))
 
     def cuforge(self, packages: list[str], *extra: str, env: dict | None = None,
-                kill_when=None, cached: bool = False) -> tuple[float, str]:
+                kill_when=None, cached: bool = False, sig: int = signal.SIGTERM
+                ) -> tuple[float, str]:
         """Run ``cuforge build``; return (wall seconds, output). ``kill_when()`` true: the
-        build is stopped with SIGTERM (as a user's Ctrl-C). ``cached``: with the bench's own
+        build is stopped with ``sig`` (SIGTERM: a user's Ctrl-C; SIGKILL: cuforge alone, the
+        OOM killer's way: only its supervisors stop its compilers). ``cached``: with the bench's own
         compiler-cache store (empty until the first cached build)."""
         argv = [sys.executable, "-m", "cuforge", "build", "--combo", self.args.combo,
                 "--only", ",".join(packages), "--cuda-arch", self.args.cuda_arch,
@@ -142,13 +150,67 @@ class Bench:
         if kill_when is not None:
             while proc.poll() is None and not kill_when():
                 time.sleep(0.2)
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
             stdout, stderr = proc.communicate()
             return time.perf_counter() - start, stderr
         stdout, stderr = proc.communicate()
         if proc.returncode != 0:
             raise SystemExit(f"cuforge failed ({proc.returncode}):\n{stderr[-3000:]}")
         return time.perf_counter() - start, stdout + stderr
+
+    def forget_log(self, package: str) -> None:
+        """Remove the package's log: until the next build truncates it, the last build's
+        ``[N/N]`` would read as the new build's progress."""
+        for log in (self.state / "cuforge" / "logs").glob(f"*/{package}.log"):
+            log.unlink()
+
+    def log_steps(self, package: str) -> list[str]:
+        """The ninja progress lines (``[n/N]``) in the package's log of its last build."""
+        logs = list((self.state / "cuforge" / "logs").glob(f"*/{package}.log"))
+        text = logs[0].read_text(errors="replace") if logs else ""
+        return [m.group(0) for m in STEP.finditer(text)]
+
+    def processes_left(self, within: float) -> int:
+        """Processes still running ``within`` seconds from now whose command line names this
+        bench's state dir (a killed build's ninja, nvcc, cicc, g++)."""
+        deadline = time.monotonic() + within
+        while True:
+            mine = []
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    if str(self.state).encode() in cmdline.read_bytes():
+                        mine.append(cmdline)
+                except OSError:
+                    pass
+            if not mine or time.monotonic() >= deadline:
+                return len(mine)
+            time.sleep(0.2)
+
+    def killed_rerun(self, package: str, store: str, cold: float | None = None
+                     ) -> tuple[str, str, float, float]:
+        """Cold (``store``: off, or an empty local store), killed alone past half its ninja
+        steps, run again: (killed at, the rerun's first ninja line, cold s, rerun s) as the
+        package's own ``compiled ... in S s``."""
+        cache = {"CUFORGE_CACHE": "off" if store == "off" else str(self.state / "kill-store")}
+        if cold is None:   # the cold build, without a cache
+            self.wipe([package])
+            cold = _compiled_seconds(self.cuforge([package], "--rebuild")[1], package)
+            self.cold_steps = self.log_steps(package)
+        total = max((int(STEP.match(s)[2]) for s in self.cold_steps), default=2)
+        self.wipe([package])
+        self.forget_log(package)
+        shutil.rmtree(self.state / "kill-store", ignore_errors=True)
+
+        def half() -> bool:
+            steps = self.log_steps(package)
+            return bool(steps) and int(STEP.match(steps[-1])[1]) >= total // 2
+        self.cuforge([package], "--rebuild", env=cache, kill_when=half, sig=signal.SIGKILL)
+        steps = self.log_steps(package)
+        left = self.processes_left(5.0)
+        killed = f"{steps[-1] if steps else '-'} ({left} of its processes left 5 s later)"
+        rerun = _compiled_seconds(self.cuforge([package], "--rebuild", env=cache)[1], package)
+        first = next((s for s in self.log_steps(package)), "ninja: no work to do")
+        return killed, first, cold, rerun
 
     def wipe(self, packages: list[str]) -> None:
         """Empty the packages' work dirs: sources and build dirs (ninja state) go."""
@@ -209,6 +271,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="nvcc -t repeats")
     parser.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                         help="build NAME from a local tree (passed to every cuforge build)")
+    parser.add_argument("--kill-cache", default="off,local",
+                        help="compiler cache of the 'killed' rows: off, local or both")
     parser.add_argument("--wheelhouse", default="",
                         help="keep the wheels here (default: a throw-away dir)")
     args = parser.parse_args()
@@ -220,7 +284,7 @@ def main() -> None:
     cuforge_rows = wanted - {"nvcc"}
     with tempfile.TemporaryDirectory(prefix="cuforge-bench-") as tmp:
         bench = Bench(args, Path(tmp))
-        if cuforge_rows:
+        if cuforge_rows - {"killed"}:   # the rows that share one cold build
             cold = bench.cold([pkg], cached="warm" in wanted)   # seeds the warm row's store
             out.print(f"cold build of {pkg}: {cold:.1f} s")
             if "manual" in wanted:
@@ -255,6 +319,15 @@ def main() -> None:
                 what = ("extensions side by side / one at a time" if len(group) == 1 else
                         "packages side by side / one at a time")
                 rows.append((what, ",".join(group), arches, side, serial))
+        if "killed" in wanted:   # its own cold build: it needs no row above
+            cold_s = None   # measured once, without a cache: the baseline of every row
+            for store in args.kill_cache.split(","):
+                killed, first, cold_s, rerun_s = bench.killed_rerun(pkg, store, cold_s)
+                rows.append((f"killed alone at {killed}, rerun starts {first} (cache "
+                             f"{store}): rerun / cold", pkg, arches, rerun_s, cold_s))
+                # printed as it comes: a long package's rows take an hour on a small machine
+                out.print(f"{rows[-1][0]}: {rerun_s:.1f} s / {cold_s:.1f} s = "
+                          f"{rerun_s / cold_s:.2f}")
     if "nvcc" in wanted:
         rows += nvcc_rows(args.nvcc, args.repeat)
     table = Table(title=f"cuforge build speed on {machine}, combo {args.combo}")
@@ -265,6 +338,15 @@ def main() -> None:
     Console(width=max(out.width, 140)).print(table)
     print(json.dumps([dict(zip(("measurement", "package", "arches", "seconds", "baseline"),
                                r)) | {"machine": machine} for r in rows]))
+
+
+def _compiled_seconds(output: str, package: str) -> float:
+    """``compiled <wheel> in S s`` of ``package`` (its wheel name starts with its name)."""
+    stem = re.sub(r"[-.]+", "_", package).lower()
+    for wheel, secs in re.findall(r"compiled (\S+\.whl) in ([\d.]+) s", output):
+        if wheel.lower().startswith(stem):
+            return float(secs)
+    raise SystemExit(f"no 'compiled {stem}...' line in cuforge's output:\n{output[-2000:]}")
 
 
 def _one_at_a_time(bench: Bench, group: list[str]) -> float:

@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from contextlib import contextmanager
@@ -33,11 +34,13 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
+from . import runner
 from .runner import note
 
 CONFIG_FILE = "cache.toml"          # under envs/: the project's [cache] table
 REMOTE_SCHEMES = ("redis", "rediss")
 PROBE_TIMEOUT_S = 2.0
+START_TIMEOUT_S = 30.0   # a server that answers no --zero-stats by then: no cache
 
 
 @dataclass(frozen=True)
@@ -280,14 +283,16 @@ def serve(cache: ActiveCache | None, why_off: str, log: Path, say=print
         report.note = f"{cache.config.spec} unreachable, fell back to local storage {cache.local}"
         say(f"[yellow]warning[/]: compiler cache {report.note}")
         remote = False
-    started, why = _start(cache.sccache, {**env, **_remote_env(cache.config, remote)},
-                          cache.local)
+    server, why = _start(cache.sccache, {**env, **_remote_env(cache.config, remote)},
+                         cache.local)
+    started = server is not None
     if not started and remote:
         report.note = (f"{cache.config.spec}: server did not start ({why}); fell back to local "
                        f"storage {cache.local}")
         say(f"[yellow]warning[/]: compiler cache {report.note}")
         remote = False
-        started, why = _start(cache.sccache, env, cache.local)
+        server, why = _start(cache.sccache, env, cache.local)
+        started = server is not None
     if not started:
         report.note = "; ".join(filter(None, (report.note, f"sccache server did not start ({why})")))
         say(f"[yellow]warning[/]: {report.note}; its compilers start one with local storage")
@@ -299,6 +304,8 @@ def serve(cache: ActiveCache | None, why_off: str, log: Path, say=print
         report.compile_seconds = round(time.monotonic() - t0, 1)
         _read_stats(cache.sccache, env, report)
         _sccache(cache.sccache, env, "--stop-server")
+        if server is not None:
+            runner.stop(server)   # what the server still runs (it stopped: nothing)
         note(log, report.line())
         say(f"{log.stem}: {report.line()}")
 
@@ -308,17 +315,42 @@ def _remote_env(config: CacheConfig, remote: bool) -> dict[str, str]:
     return {"SCCACHE_REDIS_ENDPOINT": config.spec} if remote else {}
 
 
-def _start(sccache: Path, env: dict[str, str], local: Path) -> tuple[bool, str]:
+def _start(sccache: Path, env: dict[str, str], local: Path
+           ) -> tuple[subprocess.Popen | None, str]:
+    """The package's sccache server, run in the foreground under cuforge's supervisor
+    (``runner.start``): sccache's server, not the client, runs the compilers, so a server of
+    its own (a daemon) would keep compiling after cuforge died. (server, "") or (None, why)."""
     local.mkdir(parents=True, exist_ok=True)
     if "SCCACHE_ERROR_LOG" in env:   # the server does not start when it cannot open it
         Path(env["SCCACHE_ERROR_LOG"]).parent.mkdir(parents=True, exist_ok=True)
-    _sccache(sccache, env, "--stop-server")   # a server left by a killed build of this package
-    proc = _sccache(sccache, env, "--start-server")
-    if proc.returncode == 0:
-        _sccache(sccache, env, "--zero-stats")
-        return True, ""
-    lines = (proc.stdout + proc.stderr).strip().splitlines()
-    return False, lines[-1] if lines else f"exit {proc.returncode}"
+    _sccache(sccache, env, "--stop-server")   # a server left by a build cuforge 0.1 ran
+    out = tempfile.TemporaryFile("w+")   # a file, not a pipe: nothing reads it while it runs
+    # SCCACHE_START_SERVER=1 + SCCACHE_NO_DAEMON=1, no arguments: the server itself, in the
+    # foreground (`--start-server` would leave a daemon and return)
+    server = runner.start([str(sccache)], env={**_clean_env(), **env, "SCCACHE_START_SERVER": "1",
+                                               "SCCACHE_NO_DAEMON": "1"}, stdout=out)
+    port = int(env.get("SCCACHE_SERVER_PORT", "4226"))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            out.seek(0)
+            lines = out.read().strip().splitlines()
+            runner.stop(server)
+            return None, lines[-1] if lines else f"exit {server.returncode}"
+        if _listening(port):   # not a client command: one would start a server of its own
+            _sccache(sccache, env, "--zero-stats")
+            return server, ""
+        time.sleep(0.1)
+    runner.stop(server)
+    return None, f"no answer within {START_TIMEOUT_S:.0f} s"
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def _read_stats(sccache: Path, env: dict[str, str], report: CacheReport) -> None:
@@ -340,11 +372,15 @@ def count_stats(stats: dict) -> tuple[int, int, int]:
     return hits, misses, int(stats.get("compile_requests", 0))
 
 
+def _clean_env() -> dict[str, str]:
+    """The server must not inherit a caller's SCCACHE_* storage settings: only ours count."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SCCACHE_")}
+
+
 def _sccache(sccache: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    # The server must not inherit a caller's SCCACHE_* storage settings: only ours count.
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SCCACHE_")}
     try:
-        return subprocess.run([str(sccache), *args], env={**clean, **env}, capture_output=True,
+        return subprocess.run([str(sccache), *args], env={**_clean_env(), **env},
+                              capture_output=True,
                               text=True, timeout=60, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess([str(sccache), *args], 124, "", "timed out")

@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from . import compiler_cache, faults, runner, slots, sources, syslibs, venv
 from .build import cmake_seed
+from .builddeps import installed_identically
 from .combos import Combo
 from .console import BuildProgress, live_progress, make_console, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
@@ -304,8 +305,9 @@ class Executor:
                            action.path)
         elif action.kind == "deps":
             with self.env_lock:
-                run(self._deps_step(pkg), log=log, stream=self.req.verbose,
-                    prefix=self._prefix(pkg))
+                step = self._deps_step(pkg, log)
+                if step is not None:
+                    run(step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
         elif action.kind == "seed":
             if cmake_seed.restore(action.path, Path(action.arg)):
                 runner.note(log, f"seeded CMake's compiler detection from {action.arg}")
@@ -322,8 +324,10 @@ class Executor:
     def _prefix(self, pkg: PackagePlan) -> str:
         return f"[{pkg.name}] " if self.side_by_side else ""
 
-    def _deps_step(self, pkg: PackagePlan) -> Step:
-        """``pip install`` of the dependencies' wheels: their names are known only once built."""
+    def _deps_step(self, pkg: PackagePlan, log: Path | None = None) -> Step | None:
+        """``pip install`` of the dependencies' wheels (their names are known only once built)
+        that are not installed already, file for file: a reinstall would give their headers new
+        times and make ninja rebuild everything that includes them (``builddeps``)."""
         latest = self.house.latest()
         wheels = []
         for dep in pkg.recipe.depends:
@@ -333,6 +337,14 @@ class Executor:
                                  hint=f"build it first: --only {pkg.name} builds its "
                                  "dependencies")
             wheels.append(str(self.house.verified(entry)))   # the bytes its line recorded
+        site = self.env.info.site_packages
+        same = [w for w in wheels if site and installed_identically(Path(w), Path(site))]
+        if same and log is not None:
+            runner.note(log, "already installed, file for file (not reinstalled, so their "
+                        "files keep their times): " + " ".join(Path(w).name for w in same))
+        wheels = [w for w in wheels if w not in same]
+        if not wheels:
+            return None
         return Step((str(self.env.python), "-m", "pip", "install", "--no-deps",
                      "--force-reinstall", "--disable-pip-version-check", *wheels),
                     description=f"install the dependencies of {pkg.name}")
@@ -430,10 +442,15 @@ def work_lock(work: Path, say) -> Iterator[None]:
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        say(f"waiting for another build in {work}")
+        say(f"waiting for another build in {work} (or for the compilers of a killed one to "
+            "end)")
         lock.acquire()
     try:
-        yield
+        # every command's supervisor keeps the lock's file open: after a kill of cuforge the
+        # lock lasts until its last compiler is gone, so a new build never runs beside them
+        fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+        with runner.hold(fd) if fd is not None else nullcontext():
+            yield
     finally:
         lock.release()
 

@@ -302,8 +302,8 @@ def _deps(recipe: Recipe) -> list[Action]:
     if not recipe.depends:
         return []
     return [Action("deps", "install the wheels of " + ", ".join(recipe.depends) + " from this "
-                   "combo's wheelhouse (pip install --no-deps --force-reinstall)",
-                   shares_env=True)]
+                   "combo's wheelhouse (pip install --no-deps --force-reinstall; a wheel whose "
+                   "files are all installed already is skipped)", shares_env=True)]
 
 
 def _clean(path: Path) -> Action:

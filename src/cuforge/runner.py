@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,8 +21,12 @@ from pathlib import Path
 from .errors import BuildError, CuforgeError
 
 TAIL_LINES = 40
+SUPERVISOR = Path(__file__).resolve().parent / "supervisor.py"
 _LIVE: set[subprocess.Popen] = set()     # running commands (packages build side by side)
+_LIFELINES: dict[int, int] = {}          # supervisor pid -> the write end of its lifeline
 _LIVE_LOCK = threading.Lock()
+# descriptors the supervisors of this context's commands keep open (``hold``)
+_held: ContextVar[tuple[int, ...]] = ContextVar("cuforge_held_fds", default=())
 
 # Who wants each output line as it arrives (a progress bar reading ninja's [n/N]): set with
 # ``listen``, so callers that build steps need not thread a callback through.
@@ -74,14 +79,10 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     captured: list[str] = []
     if log:
         log.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        # Own process group, so an interrupted cuforge can stop the whole compiler tree.
-        proc = subprocess.Popen(step.argv, cwd=step.cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                                bufsize=1, start_new_session=True)
-    except FileNotFoundError:
+    if _resolve(step.argv[0], env, step.cwd) is None:
         raise error(f"command not found: {step.argv[0]}",
-                    hint="run `invoke doctor` to see which tool is missing") from None
+                    hint="run `invoke doctor` to see which tool is missing")
+    proc = start(step.argv, env=env, cwd=step.cwd, stdout=subprocess.PIPE)
     with _LIVE_LOCK:
         _LIVE.add(proc)
     try:
@@ -92,6 +93,7 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)
+        _cut_lifeline(proc)
     if code != 0:
         where = f"\n  full log: {log}" if log else ""
         what = step.description or shlex.join(step.argv[:3])
@@ -112,13 +114,18 @@ def stop_all() -> None:
     commands run by other threads are stopped from there)."""
     with _LIVE_LOCK:
         procs = list(_LIVE)
+    for proc in procs:   # all at once: each supervisor ends its tree in parallel
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
     for proc in procs:
         _stop_group(proc)
 
 
 def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
           tail: deque[str], captured: list[str], timeout: float | None, prefix: str) -> int:
-    with open(log, "a") if log else _NullFile() as sink:
+    # line-buffered: a cuforge killed alone (SIGKILL) leaves the log complete up to its last
+    # line, and whoever watches it (the bench's kill at half) sees ninja's progress as it comes
+    with open(log, "a", buffering=1) if log else _NullFile() as sink:
         if log:
             sink.write(f"\n$ {step.render()}\n")
         assert proc.stdout is not None
@@ -141,18 +148,79 @@ def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
             return -9
 
 
+def start(argv, *, env: dict[str, str], cwd: Path | None = None, stdout=None,
+          stderr=subprocess.STDOUT) -> subprocess.Popen:
+    """Start ``argv`` under the supervisor (``supervisor.py``): a process of its own session
+    that holds the only read end of a pipe whose write end stays here. However this process
+    ends, the kernel closes the pipe and the supervisor ends the command's whole tree, so no
+    compiler outlives cuforge. The work dirs this thread has locked (``hold``) are passed on,
+    so a next build of the package waits until the tree is gone."""
+    read, write = os.pipe()   # both ends close-on-exec: no other child gets the write end
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", str(SUPERVISOR), *argv], cwd=cwd,
+                                env=env, stdin=read, stdout=stdout, stderr=stderr,
+                                text=True, errors="replace", bufsize=1,
+                                start_new_session=True, pass_fds=_held.get())
+    except BaseException:
+        os.close(write)
+        raise
+    finally:
+        os.close(read)
+    with _LIVE_LOCK:
+        _LIFELINES[proc.pid] = write
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """End a command started with ``start`` and everything below it."""
+    _stop_group(proc)
+
+
+@contextmanager
+def hold(fd: int) -> Iterator[None]:
+    """Within the block, commands this thread starts keep ``fd`` (a lock's file) open in their
+    supervisor: a ``flock`` on it lasts until the last compiler of the build has ended."""
+    token = _held.set((*_held.get(), fd))
+    try:
+        yield
+    finally:
+        _held.reset(token)
+
+
+def _cut_lifeline(proc: subprocess.Popen) -> None:
+    with _LIVE_LOCK:
+        write = _LIFELINES.pop(proc.pid, None)
+    if write is not None:
+        os.close(write)
+
+
 def _stop_group(proc: subprocess.Popen) -> None:
-    """Terminate the child's whole process group, then kill what is left after 5 s."""
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+    """Ask the supervisor to end the tree (SIGTERM, then SIGKILL after 2 s; closing the
+    lifeline means the same); if it is gone or stuck, kill what is left ourselves."""
+    from .supervisor import descendants
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in reversed(descendants(proc.pid)):
         try:
-            os.killpg(proc.pid, sig)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            pass
+    proc.kill()
+    proc.wait()
+
+
+def _resolve(command: str, env: dict[str, str], cwd: Path | None) -> str | None:
+    """Where ``command`` is, as the supervisor's ``posix_spawnp`` will look for it."""
+    if os.sep in command:
+        path = Path(command) if Path(command).is_absolute() else Path(cwd or ".") / command
+        return str(path) if os.access(path, os.X_OK) and path.is_file() else None
+    return shutil.which(command, path=env.get("PATH", os.defpath))
 
 
 def capture(argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,

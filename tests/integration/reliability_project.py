@@ -26,6 +26,11 @@ class slow_build_ext(build_ext):
     def run(self):
         super().run()
         if os.environ.get("TINYEXT_SLEEP"):
+            if os.environ.get("TINYEXT_ESCAPE"):   # a "compiler" that left the tree's session
+                import subprocess
+                escaped = subprocess.Popen(["sleep", os.environ["TINYEXT_SLEEP"]],
+                                           start_new_session=True)
+                Path(os.environ["TINYEXT_PIDFILE"] + ".escaped").write_text(str(escaped.pid))
             Path(os.environ["TINYEXT_PIDFILE"]).write_text(str(os.getpid()))
             time.sleep(float(os.environ["TINYEXT_SLEEP"]))
 

@@ -20,8 +20,8 @@ import pytest
 
 from cuforge.faults import POINTS
 
-from reliability_project import (COMBO_DIR, assert_only_verified_wheels, build, make_project,
-                                 manifest_lines)
+from reliability_project import (COMBO_DIR, assert_only_verified_wheels, build, link_combo_env,
+                                 make_project, manifest_lines)
 
 pytestmark = pytest.mark.slow
 
@@ -110,3 +110,25 @@ def test_every_point_is_killed_and_the_next_run_recovers(tmp_path):
     assert "tinyext" in (house / "manifest.txt").read_text()
     assert not [p for p in house.iterdir() if p.name.startswith((".incoming-", ".table-"))]
     assert seen == list(POINTS)    # every point of cuforge.faults was exercised, in order
+
+
+def test_cuforge_killed_alone_leaves_no_compiler_and_the_next_run_resumes(tmp_path):
+    """The OOM killer's way: SIGKILL of the cuforge process only, while the build step runs
+    a "compiler" in the tree and one that left it (``setsid``). Both are gone within 5 s of
+    cuforge's death (the supervisor, cuforge.supervisor), and the next run builds."""
+    proj = make_project(tmp_path)
+    link_combo_env(proj)
+    pidfile = tmp_path / "setup.pid"
+    run = build(proj, env={"CUFORGE_FAULT": "compile@15:alone", "TINYEXT_SLEEP": "600",
+                           "TINYEXT_ESCAPE": "1", "TINYEXT_PIDFILE": str(pidfile)}, timeout=600)
+    assert run.returncode == KILLED, (run.returncode, run.stderr[-3000:])
+    died = time.monotonic()
+    if not pidfile.exists():
+        pytest.skip("the build step did not reach its sleep within 15 s (a very loaded box)")
+    escaped = Path(f"{pidfile}.escaped")
+    pids = [int(pidfile.read_text())] + ([int(escaped.read_text())] if escaped.exists() else [])
+    assert all(_gone(pid, wait=max(0.1, 5 - (time.monotonic() - died))) for pid in pids), \
+        "a process of the killed build still ran 5 s after cuforge died"
+    again = build(proj, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert_only_verified_wheels(proj)

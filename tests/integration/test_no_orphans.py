@@ -1,0 +1,98 @@
+"""No compiler outlives cuforge, however it dies (docs/reliability.md, "No compiler outlives
+cuforge"). Real processes: a small driver runs one step through ``cuforge.runner`` - a
+"build" whose compiler stays in its process group and a second one that leaves it with
+``setsid`` (as a daemonised tool does) - and the test kills the driver the way each death
+happens. Within 5 s neither "compiler" may be left. The full-build case (cuforge killed alone
+by ``CUFORGE_FAULT=compile@...:alone``) is in test_faults.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+DRIVER = """
+import sys
+from pathlib import Path
+from cuforge.runner import Step, run
+pids = Path(sys.argv[1])
+script = f"setsid sleep 301 & echo $! > {pids}.escaped; sleep 302 & echo $! > {pids}.group; wait"
+try:
+    run(Step(("sh", "-c", script)))
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _start_driver(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
+    pids = tmp_path / "pids"
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(pids)], start_new_session=True,
+                              env={**os.environ, "PYTHONPATH": str(SRC)})
+    deadline = time.monotonic() + 30
+    files = [Path(f"{pids}.escaped"), Path(f"{pids}.group")]
+    while not all(f.exists() and f.read_text().strip() for f in files):
+        assert time.monotonic() < deadline and driver.poll() is None, "the step did not start"
+        time.sleep(0.05)
+    compilers = [int(f.read_text()) for f in files]
+    assert all(_alive(p) for p in compilers)
+    return driver, compilers
+
+
+def _kill_driver_alone(driver: subprocess.Popen) -> None:
+    os.kill(driver.pid, signal.SIGKILL)        # the OOM killer picks one process
+
+
+def _kill_driver_group(driver: subprocess.Popen) -> None:
+    os.killpg(driver.pid, signal.SIGKILL)      # `kill -9 -PGID`, a closed session's hard end
+
+
+def _signal(sig: int):
+    return lambda driver: os.kill(driver.pid, sig)
+
+
+DEATHS = {
+    "sigkill-alone": _kill_driver_alone,
+    "sigkill-group": _kill_driver_group,
+    "sigterm": _signal(signal.SIGTERM),
+    "sighup": _signal(signal.SIGHUP),           # the terminal closed
+    "ctrl-c": lambda d: os.killpg(d.pid, signal.SIGINT),   # the terminal's foreground group
+}
+
+
+@pytest.mark.parametrize("death", list(DEATHS))
+def test_no_compiler_is_left_5_s_after_cuforge_dies(tmp_path, death):
+    driver, compilers = _start_driver(tmp_path)
+    DEATHS[death](driver)
+    driver.wait(timeout=30)
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in compilers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in compilers if _alive(p)]
+    for pid in left:                           # do not leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"{death}: {len(left)} of the step's processes still ran after 5 s"
+
+
+def test_a_normal_end_keeps_the_exit_status_and_output(tmp_path):
+    from cuforge.errors import BuildError
+    from cuforge.runner import Step, run
+    assert run(Step(("sh", "-c", "echo hello; exit 0"))) == "hello\n"
+    with pytest.raises(BuildError, match="exit 3"):
+        run(Step(("sh", "-c", "exit 3")))
+    with pytest.raises(BuildError, match="command not found"):
+        run(Step(("no-such-compiler-here",)))
