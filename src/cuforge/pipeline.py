@@ -17,7 +17,7 @@ from filelock import FileLock, Timeout
 from rich.console import Console
 from rich.markup import escape
 
-from . import compiler_cache, faults, runner, slots, sources, syslibs, venv
+from . import compiler_cache, emulation, faults, runner, slots, sources, syslibs, venv
 from .build import cmake_seed
 from .combos import Combo
 from .console import BuildProgress, live_progress, verdict_line
@@ -86,7 +86,8 @@ def build(project: Project, req: BuildRequest) -> Outcome:
     t0 = time.monotonic()
     with console.status(f"[bold]{req.combo.id}[/]: preparing the environment"):
         env = venv.prepare(project.state_dir, req.combo, log=log_dir / "env.log",
-                           verbose=req.verbose)
+                           verbose=req.verbose,
+                           emulator=emulation.for_combo(project, req.combo))
     combo = replace(req.combo, torch=env.info.torch)
     env = replace(env, combo=combo)
     how = "reused" if env.reused else "created"
