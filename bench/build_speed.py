@@ -17,7 +17,10 @@ that reuses the combo env (nothing of the checkout's own state is touched):
   time over cold;
 - serial vs side by side: ``--set`` built ``--one-at-a-time`` and then side by side, and a
   multi-extension package with ``CUFORGE_SERIAL_EXTENSIONS=1`` vs without;
-- ``nvcc -t``: the demo kernels for 4 arches with ``-t 1`` and ``-t N``.
+- ``nvcc -t``: the demo kernels for 4 arches with ``-t 1`` and ``-t N``;
+- emulated: the demo built cold for the emulated linux-aarch64 combo (``--emulated-combo``,
+  QEMU; docs/dgx-spark.md) over the same build for ``--combo`` natively (goal: <= 10x).
+  Needs ``cuforge emulation setup`` and the emulated env (a first build creates it).
 
 The default package is ``bench-multi-ext`` (tests/fixtures/recipes/multi_ext: three tiny
 CUDA extensions, torch-scatter's shape), added to the throw-away project next to every recipe.
@@ -48,7 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "native" / "demo" / "src" / "kernels.cu"
 NVCC_ARCHES = ["90-real", "100-real", "120-real", "121"]
 MULTI_EXT = ROOT / "tests" / "fixtures" / "recipes" / "multi_ext"
-ALL = ("manual", "noop", "warm", "resume", "side", "nvcc")
+ALL = ("manual", "noop", "warm", "resume", "side", "nvcc", "emulated")
+DEMO = "cuforge-demo"
 out = Console()
 
 
@@ -111,6 +115,8 @@ class Bench:
         for env in (own / "envs").glob("*"):
             if env.is_dir():
                 (envs / env.name).symlink_to(env)
+        if (own / "emulation").is_dir():   # the emulator and target root (emulated row)
+            (self.state / "cuforge" / "emulation").symlink_to(own / "emulation")
         if (own / "cache").is_dir():
             (self.state / "cuforge" / "cache").symlink_to(own / "cache")
 
@@ -120,11 +126,11 @@ class Bench:
                    for _ in work.rglob("*.o"))
 
     def cuforge(self, packages: list[str], *extra: str, env: dict | None = None,
-                kill_when=None, cached: bool = False) -> tuple[float, str]:
+                kill_when=None, cached: bool = False, combo: str = "") -> tuple[float, str]:
         """Run ``cuforge build``; return (wall seconds, output). ``kill_when()`` true: the
         build is stopped with SIGTERM (as a user's Ctrl-C). ``cached``: with the bench's own
         compiler-cache store (empty until the first cached build)."""
-        argv = [sys.executable, "-m", "cuforge", "build", "--combo", self.args.combo,
+        argv = [sys.executable, "-m", "cuforge", "build", "--combo", combo or self.args.combo,
                 "--only", ",".join(packages), "--cuda-arch", self.args.cuda_arch,
                 "--force-source", "--skip-smoke", *extra]
         if self.args.jobs:
@@ -209,6 +215,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="nvcc -t repeats")
     parser.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                         help="build NAME from a local tree (passed to every cuforge build)")
+    parser.add_argument("--emulated-combo", default="spark-emulated",
+                        help="the emulated combo of the emulated row")
     parser.add_argument("--wheelhouse", default="",
                         help="keep the wheels here (default: a throw-away dir)")
     args = parser.parse_args()
@@ -217,7 +225,7 @@ def main() -> None:
                f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GB)")
     rows: list[tuple] = []   # (measurement, package, arches, seconds, baseline seconds)
     pkg, arches = args.package, args.cuda_arch
-    cuforge_rows = wanted - {"nvcc"}
+    cuforge_rows = wanted - {"nvcc", "emulated"}
     with tempfile.TemporaryDirectory(prefix="cuforge-bench-") as tmp:
         bench = Bench(args, Path(tmp))
         if cuforge_rows:
@@ -255,6 +263,8 @@ def main() -> None:
                 what = ("extensions side by side / one at a time" if len(group) == 1 else
                         "packages side by side / one at a time")
                 rows.append((what, ",".join(group), arches, side, serial))
+        if "emulated" in wanted:
+            rows += emulated_rows(bench, args)
     if "nvcc" in wanted:
         rows += nvcc_rows(args.nvcc, args.repeat)
     table = Table(title=f"cuforge build speed on {machine}, combo {args.combo}")
@@ -265,6 +275,23 @@ def main() -> None:
     Console(width=max(out.width, 140)).print(table)
     print(json.dumps([dict(zip(("measurement", "package", "arches", "seconds", "baseline"),
                                r)) | {"machine": machine} for r in rows]))
+
+
+def emulated_rows(bench: Bench, args) -> list[tuple]:
+    """The demo cold, natively for --combo, then under emulation for --emulated-combo (the
+    same arches): one run, one machine. Skipped, saying why, when emulation is unusable."""
+    status = subprocess.run([sys.executable, "-m", "cuforge", "emulation", "status"],
+                            capture_output=True, text=True,
+                            env={**os.environ, "CUFORGE_ROOT": str(ROOT)})
+    if status.returncode != 0:
+        out.print(f"emulated row skipped: emulation is not usable here\n{status.stdout}")
+        return []
+    if not list((bench.state / "cuforge" / "envs").glob(f"{args.emulated_combo}-torch*")):
+        bench.cold([DEMO], combo=args.emulated_combo)   # creates its env, untimed
+    native = bench.cold([DEMO])
+    emulated = bench.cold([DEMO], combo=args.emulated_combo)
+    return [(f"emulated {args.emulated_combo} / native {args.combo} (cold)", DEMO,
+             args.cuda_arch, emulated, native)]
 
 
 def _one_at_a_time(bench: Bench, group: list[str]) -> float:
