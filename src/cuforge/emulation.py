@@ -36,6 +36,8 @@ from .tomlfile import read_toml
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 TABLE = "emulation.toml"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+# bookworm's QEMU 7.2 segfaults here (torch._C); a working QEMU prints "2.14.1+cu130 3.0"
+TORCH_CHECK = "import torch; print(torch.__version__, torch.zeros(3).add(1).sum().item())"
 
 
 @dataclass(frozen=True)
@@ -362,8 +364,7 @@ def check(state_dir: Path, emu: Emulator, *, torch_python: Path | None = None) -
                            f"{emu.platform} Python {version_name} ({py}): "
                            f"{machine or proc.stderr.strip()[-200:]}", fix_setup))
     if torch_python is not None and torch_python.exists():
-        proc = subprocess.run([str(torch_python), "-c", "import torch; print(torch.__version__, "
-                               "torch.zeros(3).add(1).sum().item())"],
+        proc = subprocess.run([str(torch_python), "-c", TORCH_CHECK],
                               capture_output=True, text=True, env=environment(state_dir, emu))
         said = proc.stdout.strip() or proc.stderr.strip()[-300:] or f"exit {proc.returncode}"
         out.append(Finding(proc.returncode == 0, f"import torch under emulation "
