@@ -351,6 +351,8 @@ def check(state_dir: Path, emu: Emulator, *, torch_python: Path | None = None) -
     if missing:
         out.append(Finding(False, f"cross compilers: {', '.join(missing)} not installed",
                            fix_setup))
+    else:
+        out += _cross_compilers(state, emu, fix_setup)
     for version_name in emu.pythons:
         py = emu.python(state, version_name)
         if not py.exists():
@@ -369,6 +371,24 @@ def check(state_dir: Path, emu: Emulator, *, torch_python: Path | None = None) -
         said = proc.stdout.strip() or proc.stderr.strip()[-300:] or f"exit {proc.returncode}"
         out.append(Finding(proc.returncode == 0, f"import torch under emulation "
                            f"({torch_python}): {said}", fix_setup))
+    return out
+
+
+def _cross_compilers(state_dir: Path, emu: Emulator, fix: str) -> list[Finding]:
+    """The sysroot wrapper of each C++ cross compiler, probed as a build's host compiler."""
+    from . import hostcxx
+    out = []
+    for name in (n for n in emu.cross_compilers if "++" in n):
+        wrapper = emu.wrappers(state_dir) / name
+        if not wrapper.exists():
+            out.append(Finding(False, f"host compiler {name}: no wrapper at {wrapper}", fix))
+            continue
+        try:
+            host = hostcxx.probe(str(wrapper))
+        except ToolchainError as err:
+            out.append(Finding(False, f"host compiler {name}: {err}", fix))
+            continue
+        out.append(Finding(not host.static_libstdcxx, f"host compiler {host.describe()}", fix))
     return out
 
 

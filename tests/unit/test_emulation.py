@@ -102,3 +102,14 @@ def test_overlay_links_native_files_without_touching_linked_wheel_dirs(tmp_path)
     assert all((root / rel).read_text() == "native" for rel in emu.native_files)
     assert all((wheel / rel).read_text() == "target" for rel in emu.native_files)
     assert emulation.overlay_native_tools(emu, tmp_path / "native", root) == []   # idempotent
+
+
+def test_unprovisioned_state_is_reported_with_the_package_and_how_to_register(tmp_path):
+    """A fresh state dir has no aarch64 root: whatever this machine's binfmt_misc holds, the
+    check says what is missing and the fix names trixie's qemu-user and the registration."""
+    emu = _aarch64()
+    bad = [f for f in emulation.check(tmp_path, emu) if not f.ok]
+    assert bad
+    fix = bad[0].fix
+    assert "cuforge emulation setup" in fix and "trixie's qemu-user" in fix
+    assert "binfmt_misc" in fix and "QEMU >= 10.0" in fix
