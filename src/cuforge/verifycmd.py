@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import venv
+from . import emulation, venv
 from .combos import Combo
 from .errors import ConfigError, VerifyError
 from .pipeline import smoke_script, verify_context
@@ -94,7 +94,8 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                  arches_given: bool, models: bool = False) -> int:
     from .verify import render_table, reports_to_json, verify_wheel
     from .verify.wheel import package_name
-    env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log")
+    env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log",
+                       emulator=emulation.for_combo(project, combo))
     from packaging.utils import canonicalize_name
     recipes = {canonicalize_name(name): r for name, r in load_recipes(project).items()}
     wheels = collect_wheels(paths)
