@@ -58,6 +58,23 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *(session.posargs or ["-q"]))
 
 
+@nox.session(name="emulation-setup")
+def emulation_setup(session: nox.Session) -> None:
+    """Provision building linux-aarch64 wheels here under QEMU (root: Debian packages from
+    envs/emulation.toml, binfmt_misc registration; docs/dgx-spark.md)."""
+    session.install("-e", ".")
+    session.run("cuforge", "emulation", "setup", *session.posargs)
+
+
+@nox.session(name="emulated")
+def emulated(session: nox.Session) -> None:
+    """The linux-aarch64 demo built and verified under QEMU (tests/integration/
+    test_emulated_build.py alone; `nox -s tests` runs it too)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-q", "tests/integration/test_emulated_build.py", *session.posargs,
+                env={"CUFORGE_REQUIRE_EMULATION": "1"})
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Build-speed ratios in one run: cold vs by hand, no-op, warm, resumed, serial vs side by

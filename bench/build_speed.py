@@ -22,7 +22,10 @@ that reuses the combo env (nothing of the checkout's own state is touched):
   ``local`` the killed build starts from an empty cache store, as a first build does;
 - serial vs side by side: ``--set`` built ``--one-at-a-time`` and then side by side, and a
   multi-extension package with ``CUFORGE_SERIAL_EXTENSIONS=1`` vs without;
-- ``nvcc -t``: the demo kernels for 4 arches with ``-t 1`` and ``-t N``.
+- ``nvcc -t``: the demo kernels for 4 arches with ``-t 1`` and ``-t N``;
+- emulated: the demo built cold for the emulated linux-aarch64 combo (``--emulated-combo``,
+  QEMU; docs/dgx-spark.md) over the same build for ``--combo`` natively (goal: <= 10x).
+  Needs ``cuforge emulation setup`` and the emulated env (a first build creates it).
 
 The default package is ``bench-multi-ext`` (tests/fixtures/recipes/multi_ext: three tiny
 CUDA extensions, torch-scatter's shape), added to the throw-away project next to every recipe.
@@ -53,8 +56,9 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "native" / "demo" / "src" / "kernels.cu"
 NVCC_ARCHES = ["90-real", "100-real", "120-real", "121"]
 MULTI_EXT = ROOT / "tests" / "fixtures" / "recipes" / "multi_ext"
-ALL = ("manual", "noop", "warm", "resume", "killed", "side", "nvcc")
+ALL = ("manual", "noop", "warm", "resume", "killed", "side", "nvcc", "emulated")
 STEP = re.compile(r"\[(\d+)/(\d+)\]")
+DEMO = "cuforge-demo"
 out = Console()
 
 
@@ -117,6 +121,8 @@ class Bench:
         for env in (own / "envs").glob("*"):
             if env.is_dir():
                 (envs / env.name).symlink_to(env)
+        if (own / "emulation").is_dir():   # the emulator and target root (emulated row)
+            (self.state / "cuforge" / "emulation").symlink_to(own / "emulation")
         if (own / "cache").is_dir():
             (self.state / "cuforge" / "cache").symlink_to(own / "cache")
 
@@ -126,13 +132,13 @@ class Bench:
                    for _ in work.rglob("*.o"))
 
     def cuforge(self, packages: list[str], *extra: str, env: dict | None = None,
-                kill_when=None, cached: bool = False, sig: int = signal.SIGTERM
-                ) -> tuple[float, str]:
+                kill_when=None, cached: bool = False, sig: int = signal.SIGTERM,
+                combo: str = "") -> tuple[float, str]:
         """Run ``cuforge build``; return (wall seconds, output). ``kill_when()`` true: the
         build is stopped with ``sig`` (SIGTERM: a user's Ctrl-C; SIGKILL: cuforge alone, the
         OOM killer's way: only its supervisors stop its compilers). ``cached``: with the bench's own
         compiler-cache store (empty until the first cached build)."""
-        argv = [sys.executable, "-m", "cuforge", "build", "--combo", self.args.combo,
+        argv = [sys.executable, "-m", "cuforge", "build", "--combo", combo or self.args.combo,
                 "--only", ",".join(packages), "--cuda-arch", self.args.cuda_arch,
                 "--force-source", "--skip-smoke", *extra]
         if self.args.jobs:
@@ -273,6 +279,8 @@ def main() -> None:
                         help="build NAME from a local tree (passed to every cuforge build)")
     parser.add_argument("--kill-cache", default="off,local",
                         help="compiler cache of the 'killed' rows: off, local or both")
+    parser.add_argument("--emulated-combo", default="spark-emulated",
+                        help="the emulated combo of the emulated row")
     parser.add_argument("--wheelhouse", default="",
                         help="keep the wheels here (default: a throw-away dir)")
     args = parser.parse_args()
@@ -281,7 +289,7 @@ def main() -> None:
                f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GB)")
     rows: list[tuple] = []   # (measurement, package, arches, seconds, baseline seconds)
     pkg, arches = args.package, args.cuda_arch
-    cuforge_rows = wanted - {"nvcc"}
+    cuforge_rows = wanted - {"nvcc", "emulated"}
     with tempfile.TemporaryDirectory(prefix="cuforge-bench-") as tmp:
         bench = Bench(args, Path(tmp))
         if cuforge_rows - {"killed"}:   # the rows that share one cold build
@@ -328,6 +336,8 @@ def main() -> None:
                 # printed as it comes: a long package's rows take an hour on a small machine
                 out.print(f"{rows[-1][0]}: {rerun_s:.1f} s / {cold_s:.1f} s = "
                           f"{rerun_s / cold_s:.2f}")
+        if "emulated" in wanted:
+            rows += emulated_rows(bench, args)
     if "nvcc" in wanted:
         rows += nvcc_rows(args.nvcc, args.repeat)
     table = Table(title=f"cuforge build speed on {machine}, combo {args.combo}")
@@ -347,6 +357,23 @@ def _compiled_seconds(output: str, package: str) -> float:
         if wheel.lower().startswith(stem):
             return float(secs)
     raise SystemExit(f"no 'compiled {stem}...' line in cuforge's output:\n{output[-2000:]}")
+
+
+def emulated_rows(bench: Bench, args) -> list[tuple]:
+    """The demo cold, natively for --combo, then under emulation for --emulated-combo (the
+    same arches): one run, one machine. Skipped, saying why, when emulation is unusable."""
+    status = subprocess.run([sys.executable, "-m", "cuforge", "emulation", "status"],
+                            capture_output=True, text=True,
+                            env={**os.environ, "CUFORGE_ROOT": str(ROOT)})
+    if status.returncode != 0:
+        out.print(f"emulated row skipped: emulation is not usable here\n{status.stdout}")
+        return []
+    if not list((bench.state / "cuforge" / "envs").glob(f"{args.emulated_combo}-torch*")):
+        bench.cold([DEMO], combo=args.emulated_combo)   # creates its env, untimed
+    native = bench.cold([DEMO])
+    emulated = bench.cold([DEMO], combo=args.emulated_combo)
+    return [(f"emulated {args.emulated_combo} / native {args.combo} (cold)", DEMO,
+             args.cuda_arch, emulated, native)]
 
 
 def _one_at_a_time(bench: Bench, group: list[str]) -> float:

@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="build packages one after another (default: side by side when free)")
     b.add_argument("--cache", default="", metavar="off|local|DIR|redis://HOST:PORT",
                    help="compiler cache storage (default: envs/cache.toml, $CUFORGE_CACHE)")
+    b.add_argument("--emulate", action="store_true",
+                   help="build a combo of another platform (linux-aarch64) here under QEMU "
+                        "(`cuforge emulation setup` first; docs/dgx-spark.md)")
     b.set_defaults(func=_cmd_build)
 
     m = sub.add_parser("matrix", parents=[common],
@@ -176,6 +179,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--torch", default="", help="one torch version (default: each the combo lists)")
     r.set_defaults(func=_cmd_resolve)
 
+    em = sub.add_parser("emulation", parents=[common],
+                        help="provision (setup) or check (status) building another platform's "
+                             "wheels here under QEMU (envs/emulation.toml)")
+    em.add_argument("what", choices=["setup", "status"])
+    em.add_argument("--platform", default="linux-aarch64", help="the platform to emulate")
+    em.add_argument("-v", "--verbose", action="store_true", help="stream apt's output")
+    em.set_defaults(func=_cmd_emulation)
+
     return p
 
 
@@ -206,7 +217,8 @@ def _combo(args, *, arches: str = "", torch: str = ""):
     from .combos import select_combo, with_overrides
     combo = select_combo(_project(args), python=args.python, accel=args.accel, name=args.combo)
     return with_overrides(combo, torch=torch or None, arches=arches or None,
-                          interpreter=args.interpreter or None)
+                          interpreter=args.interpreter or None,
+                          emulate=getattr(args, "emulate", False))
 
 
 def _src_overrides(items: list[str]) -> tuple[tuple[str, Path], ...]:
@@ -231,7 +243,8 @@ def _cmd_build(args) -> int:
                           "or more", hint="leave --jobs out to get min(cores, free memory / "
                           "2.5 GB), or pass e.g. --jobs 4")
     combo = _combo(args, arches=_arches(args), torch=args.torch)
-    require_native(combo.target, f"combo {combo.id}")   # dry runs too: no cross-platform plans
+    # dry runs too: no cross-platform plans unless emulation was asked for
+    require_native(combo.target, f"combo {combo.id}", emulate=combo.emulate)
     req = BuildRequest(
         combo=combo,
         packages=tuple(p for p in args.only.split(",") if p),
@@ -327,6 +340,21 @@ def _cmd_ci(args) -> int:
     else:
         print(f"wrote {ci.write_workflow(project)}")
     return 0
+
+
+def _cmd_emulation(args) -> int:
+    from . import emulation
+    project = _project(args)
+    emu = emulation.for_platform(project, args.platform)
+    if args.what == "setup":
+        log = project.state_dir / "logs" / f"emulation-{emu.platform}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        for line in emulation.provision(project.state_dir, emu, log=log, verbose=args.verbose):
+            print(line)
+    findings = emulation.check(project.state_dir, emu)
+    for f in findings:
+        print(f"{'ok ' if f.ok else 'BAD'} {f.what}" + ("" if f.ok else f"\n    fix: {f.fix}"))
+    return 0 if all(f.ok for f in findings) else 3
 
 
 def _cmd_resolve(args) -> int:

@@ -47,6 +47,7 @@ class Combo:
     host_cc: str = ""                       # its C sibling (default: derived from host_cxx)
     host_fallbacks: tuple[str, ...] = ()    # tried when the default links libstdc++ statically
     cache: str = ""                         # compiler cache storage (envs/cache.toml spec)
+    emulate: bool = False          # build a foreign platform here under QEMU (envs/emulation.toml)
 
     @property
     def target(self) -> platforms.Platform:
@@ -123,8 +124,10 @@ def select_combo(project: Project, *, python: str | None = None, accel: str | No
 
 
 def with_overrides(combo: Combo, *, torch: str | None = None, arches: str | None = None,
-                   interpreter: str | None = None) -> Combo:
+                   interpreter: str | None = None, emulate: bool = False) -> Combo:
     """Apply command-line overrides, re-validating the arches against the combo's CUDA."""
+    if emulate:
+        combo = replace(combo, emulate=True)
     if torch:
         _version(torch, "--torch")
         combo = replace(combo, torch=torch)
@@ -177,6 +180,7 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
         host_cxx=row.get("host_cxx", ""),
         host_cc=row.get("host_cc", ""),
         cache=row.get("cache", ""),
+        emulate=bool(row.get("emulate", False)),
     )
 
 

@@ -20,7 +20,7 @@ from typing import Literal
 from rich.console import Console
 from rich.text import Text
 
-from . import gpu, hostcxx, platforms, venv
+from . import emulation, gpu, hostcxx, platforms, venv
 from .arches import Arch, parse_target
 from .combos import Combo, load_combos, select_combo
 from .console import make_console, table
@@ -115,6 +115,7 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
     rows += _host_compilers(project, judged)
     rows += _combos(project, report, combos, {c.id for c in judged})
     rows += _headers(project, _packages_in_use(project, judged))
+    rows += _emulation(project)
     t = table("check", "status", "detail", title="cuforge doctor", wide=["detail"])
     for check, status, detail in rows:
         t.add_row(Text(check), Text(status, style=_STYLE.get(status, "")), Text(detail))
@@ -202,6 +203,10 @@ def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo
                 ) -> list[tuple[str, str, str]]:
     rows = []
     name = f"combo {combo.id}"
+    if combo.target != platforms.host() and combo.emulate:
+        rows.append((f"{name}: platform", "info", f"{combo.target.name}: built here under "
+                     "emulation (see the emulation rows)"))
+        return rows
     if combo.target != platforms.host():   # another machine's combo: nothing to find here
         rows.append((f"{name}: platform", "info", f"{combo.target.name}: built there only; "
                      f"`cuforge resolve --combo {combo.id}` checks it from here"))
@@ -267,6 +272,8 @@ def _host_compilers(project: Project, judged: list[Combo]) -> list[tuple[str, st
     rows, seen = [], set()
     used = {(c.host_cxx, c.host_cc, c.host_fallbacks) for c in judged}
     for combo in load_combos(project):
+        if combo.target != platforms.host():   # its cross compiler: the emulation rows
+            continue
         key = (combo.host_cxx, combo.host_cc, combo.host_fallbacks)
         if key in seen:
             continue
@@ -278,4 +285,24 @@ def _host_compilers(project: Project, judged: list[Combo]) -> list[tuple[str, st
             rows.append(_as_info((label, "missing", str(err)), key in used))
             continue
         rows.append((label, "ok", note or host.describe()))
+    return rows
+
+
+def _emulation(project: Project) -> list[tuple[str, str, str]]:
+    """Can this machine build another platform's combos under QEMU (``emulate = true``)?
+    binfmt_misc, the QEMU it runs and its version, the target's Python, the cross compiler,
+    and ``import torch`` in an emulated combo env that exists already (~30 s)."""
+    rows = []
+    emulated = [c for c in load_combos(project)
+                if c.emulate and c.target.machine != platforms.host().machine]
+    for name, emu in emulation.load(project).items():
+        if name == platforms.host().name:
+            continue
+        envs = [venv.env_dir(project.state_dir, c) / "bin" / "python" for c in emulated
+                if c.target.name == name and venv.is_ready(project.state_dir, c)]
+        for f in emulation.check(project.state_dir, emu,
+                                 torch_python=envs[0] if envs else None):
+            # optional: an unusable emulator is "not yet", never a failure of the machine
+            rows.append((f"emulation {name}", "ok" if f.ok else "not yet",
+                         f.what if f.ok else f"{f.what}; fix: {f.fix}"))
     return rows

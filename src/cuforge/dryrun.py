@@ -4,12 +4,11 @@ built or written. Lines that are not comments are the commands, in order."""
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path
 
 from rich.console import Console
 
-from . import sources, venv
+from . import emulation, sources, venv
 from .combos import Combo
 from .errors import CuforgeError
 from .plan import Action, PackagePlan, make_plan
@@ -26,9 +25,15 @@ def dry_run(project: Project, req, order: list[Recipe]) -> None:
     out.print(f"# dry run: combo {combo.id}, torch {combo.torch}, CUDA {combo.accel.cuda}, "
               f"arches {combo.arches}")
     out.print(f"# build order: {' -> '.join(r.name for r in order)}")
-    env = _predicted_env(project, combo)
+    emulator = emulation.for_combo(project, combo)
+    env = _predicted_env(project, combo, emulator)
+    if emulator is not None:
+        out.print(f"# emulated: {combo.target.name} code runs under QEMU (envs/emulation.toml); "
+                  + " ".join(f"{k}={v}" for k, v in
+                             emulation.variables(project.state_dir, emulator).items()))
     if not combo.interpreter and not venv.is_ready(project.state_dir, combo):
-        base = str(_find_python_or_name(combo.python))
+        base = str(emulator.python(project.state_dir, combo.python) if emulator else
+                   _find_python_or_name(combo.python))
         for step in venv.creation_steps(project.state_dir, combo, base):
             out.print(step.render(), markup=False)
     elif not combo.interpreter:
@@ -73,17 +78,19 @@ def _render(project: Project, pkg: PackagePlan, action: Action) -> str:
     return text
 
 
-def _predicted_env(project: Project, combo: Combo) -> venv.ComboEnv:
+def _predicted_env(project: Project, combo: Combo,
+                   emulator: emulation.Emulator | None) -> venv.ComboEnv:
     """The env as it will be, without creating it (for --dry-run)."""
     root = venv.env_dir(project.state_dir, combo)
     if combo.interpreter or venv.is_ready(project.state_dir, combo):
         try:
-            return venv.prepare(project.state_dir, combo, log=Path("/dev/null"))
+            return venv.prepare(project.state_dir, combo, log=Path("/dev/null"),
+                                emulator=emulator)
         except CuforgeError:
             pass
     site = root / "lib" / f"python{combo.python}" / "site-packages"
     info = TorchInfo(python=root / "bin" / "python", py_version=combo.python, site_packages=site,
-                     machine=platform.machine(), torch=combo.torch, torch_full=combo.torch,
+                     machine=combo.target.machine, torch=combo.torch, torch_full=combo.torch,
                      cuda=str(combo.accel.cuda), cxx11_abi=True, torch_lib=site / "torch" / "lib",
                      nvidia_include=(site / "nvidia" / "cu13" / "include",),
                      nvidia_lib=(site / "nvidia" / "cu13" / "lib",))

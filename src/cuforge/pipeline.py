@@ -16,7 +16,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from rich.markup import escape
 
-from . import compiler_cache, faults, runner, slots, sources, syslibs, venv
+from . import compiler_cache, emulation, faults, runner, slots, sources, syslibs, venv
 from .build import cmake_seed
 from .builddeps import installed_identically
 from .combos import Combo
@@ -87,7 +87,8 @@ def build(project: Project, req: BuildRequest) -> Outcome:
     t0 = time.monotonic()
     with console.status(f"[bold]{req.combo.id}[/]: preparing the environment"):
         env = venv.prepare(project.state_dir, req.combo, log=log_dir / "env.log",
-                           verbose=req.verbose)
+                           verbose=req.verbose,
+                           emulator=emulation.for_combo(project, req.combo))
     combo = replace(req.combo, torch=env.info.torch)
     env = replace(env, combo=combo)
     how = "reused" if env.reused else "created"

@@ -62,14 +62,19 @@ def host() -> Platform:
                     (f"linux_{machine}", f"manylinux*_{machine}"))
 
 
-def require_native(target: Platform, what: str) -> None:
-    """Refuse to build (or create an env) for another machine: cuforge never cross-compiles,
-    because torch, the CUDA toolkit wheels and the host compiler must all run where they build."""
+def require_native(target: Platform, what: str, *, emulate: bool = False) -> None:
+    """Refuse to build (or create an env) for another machine unless emulation was asked for:
+    torch, the toolkit wheels and the import check must run where they build, which on another
+    machine means under QEMU (``--emulate`` or a combo's ``emulate = true``, cuforge.emulation)."""
     here = host()
-    if target.machine != here.machine:
+    if target.machine != here.machine and not emulate:
         raise ConfigError(
             f"{what} targets {target.name}, but this machine is {here.name}: "
-            f"{target.machine} wheels are built on {target.machine}, cuforge does not cross-compile",
-            hint=f"run the same command on a {target.name} machine (for linux-aarch64: the DGX "
-                 "Spark itself or an arm64 CI runner, see `invoke ci-matrix`); here, "
-                 "`cuforge resolve` checks that the combo's torch and toolkit install there")
+            f"{target.machine} wheels are built on {target.machine}, or here under emulation "
+            "only when asked (cuforge does not cross-compile by default)",
+            hint=f"pass --emulate (QEMU user mode; for {target.name} from here the combo "
+                 "spark-emulated, Python 3.11; `cuforge doctor` says whether emulation works, "
+                 "docs/dgx-spark.md), or run the same command on a "
+                 f"{target.name} machine (the DGX Spark itself or an arm64 CI runner, see "
+                 "`invoke ci-matrix`); `cuforge resolve` checks that the combo's torch and "
+                 "toolkit install there")

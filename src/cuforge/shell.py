@@ -5,14 +5,15 @@ from __future__ import annotations
 import os
 import shlex
 
-from . import venv
+from . import emulation, venv
 from .combos import Combo
 from .project import Project
 from .toolchain import build_environment, default_jobs
 
 
 def combo_build_env(project: Project, combo: Combo) -> dict[str, str]:
-    env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "shell.log")
+    env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "shell.log",
+                       emulator=emulation.for_combo(project, combo))
     out = build_environment(env.toolkit, combo.arches, jobs=default_jobs(),
                             cxx11_abi=env.info.cxx11_abi,
                             extra_include=list(env.info.nvidia_include),

@@ -90,7 +90,7 @@ def find_system_toolkit(expected: Version) -> Toolkit:
 _LAYOUT = "layout 2: merged dirs, hard-linked bin, unversioned dev names, targets/"
 
 
-def assemble_pypi_toolkit(site_packages: Path, dest: Path) -> Toolkit:
+def assemble_pypi_toolkit(site_packages: Path, dest: Path, machine: str = "") -> Toolkit:
     """Merge ``site-packages/nvidia/*/{bin,include,lib,nvvm}`` into one root at ``dest``.
 
     CUDA 13 wheels share ``nvidia/cu13``; CUDA 12 wheels spread over ``nvidia/cuda_nvcc``,
@@ -99,8 +99,11 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path) -> Toolkit:
     ship only sonames), so both layouts are merged into ``dest``. ``bin/`` files are hard
     links: nvcc finds its ``include/`` and ``nvvm/`` relative to its own real path. An existing
     root made from the same parts is left alone (another build may be compiling with it right
-    now); a new one is made beside it and renamed into place.
+    now); a new one is made beside it and renamed into place. ``machine`` is the one the
+    wheels are built for (the env's interpreter says: ``aarch64`` under emulation too);
+    default: this machine's.
     """
+    machine = machine or platform.machine()
     nvidia = site_packages / "nvidia"
     parts = sorted(p for p in nvidia.glob("*") if p.is_dir()) if nvidia.is_dir() else []
     if not any((p / "bin" / "nvcc").exists() for p in parts):
@@ -120,7 +123,7 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path) -> Toolkit:
         (tmp / "lib64").symlink_to("lib")
         # The system toolkit's layout; cumm takes `which nvcc`/../targets/<triple>/include
         # with ../lib as the CUDA root (else it adds -L/usr/local/cuda/lib64).
-        triple = tmp / "targets" / f"{_TARGET.get(platform.machine(), platform.machine())}-linux"
+        triple = tmp / "targets" / f"{_TARGET.get(machine, machine)}-linux"
         triple.mkdir(parents=True)
         for sub in ("include", "lib"):
             (triple / sub).symlink_to(Path("../..") / sub)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from . import faults, hostcxx, platforms
+from . import emulation, faults, hostcxx, platforms
 from .combos import Combo
 from .errors import ToolchainError
 from .runner import Step, run
@@ -52,7 +52,7 @@ def env_spec(combo: Combo) -> dict:
         "python": combo.python, "torch": combo.torch, "accel": combo.accel.tag,
         "toolkit": combo.toolkit, "toolkit_wheels": list(combo.accel.toolkit_wheels),
         "torch_index": combo.torch_index, "find_links": combo.find_links,
-        "build_tools": list(BUILD_TOOLS),
+        "build_tools": list(BUILD_TOOLS), "emulate": combo.emulate,
     }
 
 
@@ -100,26 +100,53 @@ def creation_steps(state_dir: Path, combo: Combo, base_python: str) -> list[Step
     ]
 
 
-def prepare(state_dir: Path, combo: Combo, *, log: Path, verbose: bool = False) -> ComboEnv:
-    """Create or reuse the combo's environment and return it ready to build in."""
-    platforms.require_native(combo.target, f"combo {combo.id}")
+def prepare(state_dir: Path, combo: Combo, *, log: Path, verbose: bool = False,
+            emulator: emulation.Emulator | None = None) -> ComboEnv:
+    """Create or reuse the combo's environment and return it ready to build in. With an
+    ``emulator`` (a foreign-platform combo with ``emulate``: cuforge.emulation.for_combo) the
+    venv's Python is the target's, run by QEMU; this process's environment is set for it."""
+    platforms.require_native(combo.target, f"combo {combo.id}", emulate=combo.emulate)
     if combo.interpreter:
         return _existing_interpreter(state_dir, combo)
+    if emulator is None and combo.emulate and combo.target.machine != platforms.host().machine:
+        raise ToolchainError(f"combo {combo.id} is emulated, but no emulator was given")
+    if emulator is not None:
+        emulation.activate(state_dir, emulator)
+        base_python = emulator.python(state_dir, combo.python)
     root = env_dir(state_dir, combo)
     root.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root) + ".lock"):
         reused = is_ready(state_dir, combo)
         if not reused:
             _discard_half_created(root)
-            for step in creation_steps(state_dir, combo, str(find_python(combo.python))):
+            python = base_python if emulator is not None else find_python(combo.python)
+            for step in creation_steps(state_dir, combo, str(python)):
                 run(step, log=log, stream=verbose, error=ToolchainError)
                 faults.point("env")
         info = probe(root / "bin" / "python")
         _check_torch(info, combo)
         toolkit = _toolkit(combo, info, root / "cuda")
+        if emulator is not None:
+            _native_tools(emulator, info, toolkit, root / "native-tools", log=log,
+                          verbose=verbose)
         if not reused:
             (root / STAMP).write_text(json.dumps(env_spec(combo), indent=1))
     return ComboEnv(combo, info, toolkit, root, reused)
+
+
+def _native_tools(emulator: emulation.Emulator, info: TorchInfo, toolkit: Toolkit, dest: Path,
+                  *, log: Path, verbose: bool) -> None:
+    """Replace the toolkit's compilers by this machine's build of the same wheels (the
+    emulator's ``native_tools``): device code does not depend on the host they run on."""
+    steps = emulation.native_tools_steps(emulator, info.site_packages, dest, find_uv())
+    stamp = dest / ".cuforge-native-tools"
+    want = json.dumps([s.argv for s in steps])
+    if not (stamp.is_file() and stamp.read_text() == want):
+        shutil.rmtree(dest, ignore_errors=True)
+        for step in steps:
+            run(step, log=log, stream=verbose, error=ToolchainError)
+        stamp.write_text(want)
+    emulation.overlay_native_tools(emulator, dest, toolkit.root)
 
 
 def which(interpreter: str) -> str:
@@ -162,7 +189,7 @@ def _toolkit(combo: Combo, info: TorchInfo, dest: Path) -> Toolkit:
     if combo.toolkit == "system":
         toolkit = find_system_toolkit(combo.accel.cuda)
     else:
-        toolkit = assemble_pypi_toolkit(info.site_packages, dest)
+        toolkit = assemble_pypi_toolkit(info.site_packages, dest, info.machine)
     # Before anything compiles: a host compiler that links libstdc++ statically is replaced
     # (or refused with the fix) here, once per build.
     host, note = hostcxx.choose(combo.host_cxx, combo.host_cc, combo.host_fallbacks)

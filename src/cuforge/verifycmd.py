@@ -6,8 +6,7 @@ import re
 import tempfile
 from pathlib import Path
 
-
-from . import venv, wheelmeta
+from . import emulation, venv, wheelmeta
 from .combos import Combo
 from .console import make_console
 from .errors import ConfigError, VerifyError
@@ -215,7 +214,8 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                  tests_src: dict[str, Path] | None = None) -> int:
     from .verify import render_table, reports_to_json, verify_wheel
     from .verify.wheel import package_name
-    env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log")
+    env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log",
+                       emulator=emulation.for_combo(project, combo))
     from packaging.utils import canonicalize_name
     recipes = {canonicalize_name(name): r for name, r in load_recipes(project).items()}
     wheels = collect_wheels(paths)

@@ -52,8 +52,9 @@ def test_require_native_refuses_another_machine():
         platforms.require_native(other, "combo x")
     text = str(err.value)
     assert f"{other.machine} wheels are built on {other.machine}" in text
-    assert "\n  fix: run the same command on a" in text
+    assert "\n  fix: pass --emulate" in text and "run the same command on a" in text
     platforms.require_native(platforms.host(), "combo y")   # the host itself is fine
+    platforms.require_native(other, "combo z", emulate=True)   # asked for: allowed
 
 
 def test_env_creation_refuses_another_platform(tmp_path):

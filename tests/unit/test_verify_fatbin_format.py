@@ -93,3 +93,15 @@ def test_coverage_groups_findings_per_target():
 
 def test_coverage_without_request_only_lists():
     assert coverage([group(sass=(Arch(9, 0),))], None) == [("pass", "no requested arch list: listing only")]
+
+
+def test_zero_padding_to_a_wide_alignment_between_containers_is_skipped():
+    """aarch64-linux-gnu-ld keeps each object's .nv_fatbin at a 256-byte alignment: the
+    section of simple-knn's aarch64 .so has 80 zero bytes before its second container."""
+    first = container(entry(2, 120), entry(1, 121))
+    pad = b"\0" * (256 - len(first) % 256)
+    one, two = parse_fatbin(first + pad + container(entry(2, 121)))
+    assert two.offset == len(first) + len(pad) and two.offset % 256 == 0
+    assert [e.label for e in two.entries] == ["sm_121"]
+    with pytest.raises(ValueError, match="bad fatbin magic"):   # non-zero junk is still an error
+        parse_fatbin(first + b"\x01" * 24 + container(entry(2, 121)))

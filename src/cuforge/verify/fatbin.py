@@ -139,10 +139,16 @@ def parse_fatbin(data: bytes) -> list[FatbinContainer]:
 
 
 def _next_container(data: bytes, offset: int) -> int:
-    # Containers are 8-byte aligned in the section; skip the padding between them.
-    while offset < len(data) and offset % 8:
-        offset += 1
-    return offset
+    """Where the next container starts: each object's ``.nv_fatbin`` keeps its alignment in
+    the linked section, so zero bytes may follow a container up to the next multiple of it
+    (8 on x86_64; 256 seen in an aarch64 .so linked by aarch64-linux-gnu-ld)."""
+    magic = _HEADER.pack(FATBIN_MAGIC, 0, 0, 0)[:4]
+    nxt = data.find(magic, offset)
+    if nxt == -1 or any(data[offset:nxt]):   # no next container, or not only padding before it
+        while offset < len(data) and offset % 8:
+            offset += 1
+        return offset
+    return nxt
 
 
 def _entries(data: bytes, pos: int, end: int):

@@ -30,11 +30,19 @@ from .report import CheckResult
 _SHOWN = 12  # unresolved symbols listed per .so
 
 
-def system_dirs() -> tuple[Path, ...]:
-    """The default library dirs of this machine (multiarch first, as Debian's ld.so does)."""
-    triplet = f"{platform.machine()}-linux-gnu"
+# ELF e_machine -> the Debian multiarch triplet of that machine's libraries
+_TRIPLETS = {"EM_X86_64": "x86_64-linux-gnu", "EM_AARCH64": "aarch64-linux-gnu"}
+
+
+def system_dirs(machine: str = "") -> tuple[Path, ...]:
+    """The default library dirs for binaries of ``machine`` (an ELF ``e_machine``; default this
+    machine's), multiarch first, as Debian's ld.so does. Under ``QEMU_LD_PREFIX`` (emulation,
+    cuforge.emulation) the loader that runs such a binary looks in that root first, as here."""
+    triplet = _TRIPLETS.get(machine, f"{platform.machine()}-linux-gnu")
     names = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
-    return tuple(Path(n) for n in names if os.path.isdir(n))
+    roots = [os.environ["QEMU_LD_PREFIX"]] if os.environ.get("QEMU_LD_PREFIX") else []
+    paths = [Path(r + n) for r in roots for n in names] + [Path(n) for n in names]
+    return tuple(p for p in paths if p.is_dir())
 
 
 @cache
@@ -102,7 +110,7 @@ class LibrarySet:
         for d in (*requester.search_dirs(), *self.lib_dirs):
             yield d / soname
         yield from ldconfig_cache().get(soname, ())
-        for d in system_dirs():
+        for d in system_dirs(requester.elf.header["e_machine"]):
             yield d / soname
 
     def find(self, soname: str, requester: ElfLib) -> ElfLib | None:
