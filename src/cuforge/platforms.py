@@ -71,7 +71,7 @@ def require_native(target: Platform, what: str, *, emulate: bool = False) -> Non
         raise ConfigError(
             f"{what} targets {target.name}, but this machine is {here.name}: "
             f"{target.machine} wheels are built on {target.machine}, or here under emulation "
-            "only when asked (cuforge does not cross-compile by default)",
+            "only when asked: by default cuforge does not cross-compile",
             hint=f"pass --emulate (QEMU user mode; for {target.name} from here the combo "
                  "spark-emulated, Python 3.11; `cuforge doctor` says whether emulation works, "
                  "docs/dgx-spark.md), or run the same command on a "
