@@ -311,8 +311,12 @@ def check(wheel: Path, directory: Path | None = None, *, house: Mapping[str, str
         house = versions_in(directory, leave_out=wheel.name)
     project = canonicalize_name(parse_wheel_filename(wheel.name)[0])
     house = {k: v for k, v in house.items() if k != project}
-    problems = _pin_problems(wheel, target, house)
-    problems += record_problems(wheel)
+    try:
+        problems = _pin_problems(wheel, target, house)
+        problems += record_problems(wheel)
+    except (ValueError, KeyError, OSError, zipfile.BadZipFile) as err:
+        # a tampered or truncated wheel: a failed check (the manifest check names the bytes)
+        return CheckResult("pins", "fail", f"cannot read {wheel.name}'s metadata: {err}")
     if problems:
         return CheckResult("pins", "fail", f"{len(problems)} problem(s) with what "
                            f"{wheel.name} pins for {target.accel}/torch{target.torch}-"
