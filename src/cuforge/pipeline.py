@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from . import compiler_cache, emulation, faults, runner, slots, sources, syslibs, venv
 from .build import cmake_seed
-from .builddeps import installed_identically
+from . import builddeps
 from .combos import Combo
 from .console import BuildProgress, live_progress, make_console, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
@@ -286,6 +286,9 @@ class Executor:
             faults.point("compile")   # tests only (CUFORGE_FAULT): die as the build starts
         if action.kind == "check":
             syslibs.require_headers(recipe)
+        elif action.kind == "guard":
+            from .plan import own_modules
+            builddeps.require_not_installed(self.env.python, own_modules(recipe), recipe.name)
         elif action.kind == "clean":
             shutil.rmtree(action.path, ignore_errors=True)
             action.path.mkdir(parents=True)
@@ -304,11 +307,9 @@ class Executor:
             patching.apply(patching.load_patch_set(action.arg,
                                                    patches_dir=self.project.patches_dir),
                            action.path)
-        elif action.kind == "deps":
-            with self.env_lock:
-                step = self._deps_step(pkg, log)
-                if step is not None:
-                    run(step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
+        elif action.kind == "deps":   # the package's own overlay: under its work lock only
+            for step in self._deps_steps(pkg, log):
+                run(step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
         elif action.kind == "seed":
             if cmake_seed.restore(action.path, Path(action.arg)):
                 runner.note(log, f"seeded CMake's compiler detection from {action.arg}")
@@ -325,30 +326,34 @@ class Executor:
     def _prefix(self, pkg: PackagePlan) -> str:
         return f"[{pkg.name}] " if self.side_by_side else ""
 
-    def _deps_step(self, pkg: PackagePlan, log: Path | None = None) -> Step | None:
-        """``pip install`` of the dependencies' wheels (their names are known only once built)
-        that are not installed already, file for file: a reinstall would give their headers new
-        times and make ninja rebuild everything that includes them (``builddeps``)."""
+    def _deps_steps(self, pkg: PackagePlan, log: Path | None = None) -> list[Step]:
+        """``pip install --target`` of each dependency's wheel (their names are known only once
+        built) into its own overlay dir, unless it is there already, file for file: a
+        reinstall would give their headers new times and make ninja rebuild everything that
+        includes them (``builddeps``)."""
         latest = self.house.latest()
-        wheels = []
-        for dep in pkg.recipe.depends:
+        steps, same = [], []
+        for dep, target in zip(pkg.recipe.depends,
+                               builddeps.overlay_dirs(pkg.work, pkg.recipe.depends)):
             entry = latest.get(dep)
             if entry is None or not entry.wheel:
                 raise BuildError(f"{pkg.name} needs {dep}, which has no wheel in the wheelhouse",
                                  hint=f"build it first: --only {pkg.name} builds its "
                                  "dependencies")
-            wheels.append(str(self.house.verified(entry)))   # the bytes its line recorded
-        site = self.env.info.site_packages
-        same = [w for w in wheels if site and installed_identically(Path(w), Path(site))]
+            wheel = self.house.verified(entry)   # the bytes its line recorded
+            step = builddeps.install_step(self.env.python, wheel, target)
+            if step is None:
+                same.append(wheel.name)
+            else:
+                steps.append(step)
         if same and log is not None:
-            runner.note(log, "already installed, file for file (not reinstalled, so their "
-                        "files keep their times): " + " ".join(Path(w).name for w in same))
-        wheels = [w for w in wheels if w not in same]
-        if not wheels:
-            return None
-        return Step((str(self.env.python), "-m", "pip", "install", "--no-deps",
-                     "--force-reinstall", "--disable-pip-version-check", *wheels),
-                    description=f"install the dependencies of {pkg.name}")
+            runner.note(log, "already in this package's overlay, file for file (not "
+                        "reinstalled, so their files keep their times): " + " ".join(same))
+        return steps
+
+    def _dependency_paths(self, pkg: PackagePlan) -> list[Path]:
+        """Where verification imports the package's dependencies from: its overlays."""
+        return builddeps.overlay_dirs(pkg.work, pkg.recipe.depends)
 
     def _try_prebuilt(self, pkg: PackagePlan, log: Path):
         """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
@@ -367,7 +372,8 @@ class Executor:
             return None, f"prebuilt {wheel.name}: its requirements do not install ({err})"
         smoke = None if self.req.skip_smoke else smoke_script(self.project, pkg.recipe)
         report = verify_wheel(wheel, verify_context(self.env, pkg.archs), smoke=smoke,
-                              modules=list(pkg.recipe.modules))
+                              modules=list(pkg.recipe.modules),
+                              dependency_paths=self._dependency_paths(pkg))
         bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
         bad += [r for r in report.results if r.check == "smoke" and r.status == "fail"]
         if bad:
@@ -384,7 +390,8 @@ class Executor:
             recipe.kind == "prebuilt" and not recipe.arches.supported) else None
         ctx = verify_context(self.env, archs)
         smoke = None if self.req.skip_smoke else smoke_script(self.project, recipe)
-        report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules))
+        report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules),
+                              dependency_paths=self._dependency_paths(pkg))
         log_report(log, report)
         checks = check_summaries(report)
         if not report.ok:

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 
-from . import compiler_cache, slots, sources
+from . import builddeps, compiler_cache, slots, sources
 from .arches import ArchList, check_supported
 from .build import BuildJob, cmake_seed, steps_for
 from .compiler_cache import ActiveCache
@@ -41,12 +41,12 @@ class Action:
     """One step of a package build. ``run`` actions carry the exact command; the others are
     done in-process and described for people."""
 
-    kind: str                  # check | fetch | patch | clean | run | deps | seed | remember
-                               # | verify | gate
+    kind: str                  # check | guard | fetch | patch | clean | run | deps | seed
+                               # | remember | verify | gate
     what: str                  # one line for people (dry run, progress)
     step: Step | None = None   # kind "run": the command, exactly as it will run
     arg: str = ""              # fetch: the extra source's variable; patch: the patch set
-    path: Path | None = None   # fetch/patch/clean: the tree or directory it acts on
+    path: Path | None = None   # fetch/patch/clean/deps: the tree or directory it acts on
     shares_env: bool = False   # changes the combo env (pip install): one at a time
 
 
@@ -211,7 +211,11 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                     for var, extra in recipe.extra_sources)
     if recipe.kind == "cmake":
         defines += torch_defines(env.info)
-    env_vars = tuple(sorted({**dict(job_env(env, recipe, archs, jobs)), **dict(defines)}.items()))
+    env_vars = {**dict(job_env(env, recipe, archs, jobs)), **dict(defines)}
+    if recipe.depends:   # the dependencies' overlays, this package's build only (builddeps)
+        env_vars["PYTHONPATH"] = builddeps.overlay_pythonpath(
+            work, recipe.depends, env_vars.get("PYTHONPATH") or os.environ.get("PYTHONPATH"))
+    env_vars = tuple(sorted(env_vars.items()))
     patch_sets = recipe.patches + (recipe.arches.native_patches if policy == "native" else ())
 
     prebuilt: tuple[Action, ...] = ()
@@ -220,15 +224,19 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
         prebuilt = (_clean(work / "prebuilt"),
                     *_run_all(download_steps(env, recipe, archs, work / "prebuilt", env_vars,
                                              req.verbose)),
+                    *_deps(recipe, work),   # its import check needs them too
                     Action("gate", "verify the prebuilt wheel (abi, symbols, cudart, fatbin, "
                            "import, smoke); keep it only if all pass"))
     if recipe.kind == "prebuilt":
         actions = [_clean(work / "dist"),
                    *_run_all(download_steps(env, recipe, archs, work / "dist", env_vars,
                                             req.verbose)),
-                   *_deps(recipe)]   # verified importable: pccm imports ccimport
+                   *_deps(recipe, work)]   # verified importable: pccm imports ccimport
     else:
-        actions = [Action("check", "check the system headers the recipe names")]
+        actions = [Action("check", "check the system headers the recipe names"),
+                   Action("guard", "refuse if the build interpreter imports "
+                          + ", ".join(own_modules(recipe)) + " from outside the source tree "
+                          "(an installed copy would be built against instead)")]
         actions.append(Action("fetch", f"fetch {recipe.source.describe()} into {work / 'src'}",
                               path=work / "src"))
         actions += [Action("patch", f"apply patch set patches/{p} to {src}", arg=p, path=src)
@@ -244,7 +252,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                 (str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
                  *recipe.build_requires),
                 description=f"build requirements of {recipe.name}"), shares_env=True))
-        actions += _deps(recipe)
+        actions += _deps(recipe, work)
         actions.append(_clean(work / "dist"))
         cache, cache_off = compiler_cache.plan_for(project, combo, getattr(req, "cache", ""),
                                                    recipe)
@@ -297,13 +305,23 @@ def _resume_key(source_inputs: dict, env) -> str:
     return key_of({**source_inputs, "built_by": str(env.python)})
 
 
-def _deps(recipe: Recipe) -> list[Action]:
-    """Install the wheels a package depends on into the env: its build or its import needs them."""
+def _deps(recipe: Recipe, work: Path) -> list[Action]:
+    """Install the wheels a package depends on into its own overlay (never the combo env):
+    its build or its import needs them (cuforge.builddeps)."""
     if not recipe.depends:
         return []
+    overlay = work / builddeps.OVERLAY
     return [Action("deps", "install the wheels of " + ", ".join(recipe.depends) + " from this "
-                   "combo's wheelhouse (pip install --no-deps --force-reinstall; a wheel whose "
-                   "files are all installed already is skipped)", shares_env=True)]
+                   f"combo's wheelhouse, each into its own {overlay}/<name> (pip install "
+                   "--no-deps --target; a wheel whose files are all there already is skipped), "
+                   "on PYTHONPATH for this package only", path=overlay)]
+
+
+def own_modules(recipe: Recipe) -> list[str]:
+    """The top-level import names a recipe's wheel provides: its modules' first parts, or its
+    name as an import name (torch-scatter -> torch_scatter)."""
+    names = {m.split(".")[0] for m in recipe.modules} or {recipe.name.replace("-", "_")}
+    return sorted(names)
 
 
 def _clean(path: Path) -> Action:

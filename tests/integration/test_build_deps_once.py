@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.builddeps import installed_identically
+from cuforge.builddeps import install_step, installed_identically
 
 pytestmark = pytest.mark.skipif(not shutil.which("ninja") or not shutil.which("g++"),
                                 reason="needs ninja and g++")
@@ -71,8 +71,9 @@ def test_a_second_build_with_nothing_changed_compiles_nothing(tmp_path):
     (build / "build.ninja").write_text(NINJA.format(include=site / "fakecumm" / "include"))
 
     def one_build() -> str:
-        if not installed_identically(wheel, site):     # what pipeline._deps_step decides
-            _pip("install", "--no-deps", "--force-reinstall", "--upgrade", "--target", str(site), str(wheel))
+        step = install_step(Path(sys.executable), wheel, site)   # what a build runs
+        if step is not None:
+            subprocess.run(step.argv, check=True)
         _generate(build / "gen.cc", "#include <tensorview/tensor.h>\nint f() { return TV; }\n")
         return subprocess.run(["ninja"], cwd=build, capture_output=True, text=True,
                               check=True).stdout
