@@ -39,10 +39,19 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _as_from_a_terminal() -> None:
+    """The driver gets the signal dispositions of a command typed at a terminal. A test run
+    started under ``nohup`` or with ``&`` hands SIGHUP/SIGINT down as ignored, and an ignoring
+    driver would not die of the signal this test sends."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_driver(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
     pids = tmp_path / "pids"
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(pids)], start_new_session=True,
-                              env={**os.environ, "PYTHONPATH": str(SRC)})
+                              env={**os.environ, "PYTHONPATH": str(SRC)},
+                              preexec_fn=_as_from_a_terminal)
     deadline = time.monotonic() + 30
     files = [Path(f"{pids}.escaped"), Path(f"{pids}.group")]
     while not all(f.exists() and f.read_text().strip() for f in files):
