@@ -221,7 +221,7 @@ class Executor:
                                                                        pkg.policy)))),
             recipe_digest=dict(pkg.inputs)["recipe"], plan_key=pkg.key,   # as planned
             compiler_cache=self.cache_reports[pkg.name].as_dict() if how == "compiled" else {},
-            runtime_installed=self.runtime.get(wheel.name, []))
+            runtime_installed=self.runtime.get(upstream, []))   # keyed before pinning
         self.house.publish(wheel, entry)
         console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
                       f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
