@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from pathlib import Path
+
+from .supervisor import descendants   # the one walk of /proc, shared with the supervisor
 
 VARIABLE = "CUFORGE_FAULT"
 POINTS = ("env", "fetch", "patch", "compile", "verify", "publish", "manifest")
@@ -53,22 +54,3 @@ def kill_tree() -> None:
         except ProcessLookupError:
             pass
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def descendants(root: int) -> list[int]:
-    """Process ids below ``root``, parents before children (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            # the command name may hold spaces: the parent pid follows the last ")"
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue   # exited while we looked
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out: list[int] = []
-    todo = [root]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        out += kids
-        todo += kids
-    return out

@@ -297,7 +297,8 @@ def _upstream_tests(table: dict | None, where: str) -> UpstreamTests | None:
                                '["python", "{tests}/test.py"]')
     requires = tuple(str(r) for r in table.get("requires", ()))
     for text in requires:
-        _require_pinned(text, where)
+        _require_pinned(text, where, what="test requirement",
+                        why=": a test run must be repeatable")
     timeout = table.get("timeout", 900)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ConfigError(f"{where}: `timeout` must be a number of seconds, not {timeout!r}")
@@ -308,16 +309,18 @@ def _upstream_tests(table: dict | None, where: str) -> UpstreamTests | None:
                          float(timeout), source)
 
 
-def _require_pinned(text: str, where: str) -> None:
+def _require_pinned(text: str, where: str, *, what: str, why: str) -> None:
+    """``text`` is ``name==version`` (one exact version), or a ConfigError says so: test
+    requirements and prebuilt wheels are both trusted only pinned."""
     from packaging.requirements import InvalidRequirement, Requirement
     try:
         specs = list(Requirement(text).specifier)
     except InvalidRequirement as err:
-        raise ConfigError(f"{where}: requirement {text!r} is not valid ({err})",
+        raise ConfigError(f"{where}: {what} {text!r} is not valid ({err})",
                           hint="write it as name==version") from None
     if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
-        raise ConfigError(f"{where}: test requirement {text!r} is not pinned to one version",
-                          hint="write it as name==version: a test run must be repeatable")
+        raise ConfigError(f"{where}: {what} {text!r} is not pinned to one version",
+                          hint=f"write it as name==version{why}")
 
 
 def _smoke(row: str | dict, where: str) -> SmokeRule:
@@ -351,19 +354,11 @@ def _source(row: dict, where: str) -> Source:
 def _prebuilt_pins(table: dict, where: str) -> tuple[str, ...]:
     """A prebuilt wheel is trusted only pinned: ``name==version`` and the sha256 of each file
     that may be downloaded (several for per-platform wheels). Anything looser is an error."""
-    from packaging.requirements import InvalidRequirement, Requirement
     if not table:
         return ()
     for text in table.get("requirements", ()):
-        try:
-            specs = list(Requirement(text).specifier)
-        except InvalidRequirement as err:
-            raise ConfigError(f"{where}: [prebuilt] requirement {text!r} is not valid ({err})",
-                              hint="write it as name==version") from None
-        if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
-            raise ConfigError(f"{where}: [prebuilt] requirement {text!r} is not pinned to one "
-                              "version", hint="write it as name==version, the version whose "
-                              "sha256 the recipe lists")
+        _require_pinned(text, where, what="[prebuilt] requirement",
+                        why=", the version whose sha256 the recipe lists")
     pins = tuple(str(h).lower() for h in table.get("sha256", ()))
     if not pins or not all(re.fullmatch(r"[0-9a-f]{64}", h) for h in pins):
         raise ConfigError(f"{where}: [prebuilt] needs `sha256 = [...]`, the hash of each wheel "
