@@ -34,6 +34,7 @@ CUDA extensions, torch-scatter's shape), added to the throw-away project next to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -47,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
@@ -105,7 +107,7 @@ class Bench:
         """The checkout's recipes plus the bench fixture, its combo envs linked (not copied)."""
         p = self.project
         (p / "recipes").mkdir(parents=True)
-        for name in ("envs", "native", "patches", "smoke"):
+        for name in ("envs", "native", "patches", "smoke", "stacks"):
             if (ROOT / name).exists():
                 (p / name).symlink_to(ROOT / name)
         for recipe in (ROOT / "recipes").glob("*.toml"):
@@ -283,6 +285,10 @@ def main() -> None:
                         help="the emulated combo of the emulated row")
     parser.add_argument("--wheelhouse", default="",
                         help="keep the wheels here (default: a throw-away dir)")
+    parser.add_argument("--state", default="",
+                        help="keep the bench's project and state in this new dir (default: a "
+                        "throw-away dir); a later `cuforge setup` with CUFORGE_ROOT=DIR/project "
+                        "CUFORGE_STATE=DIR/cuforge CUFORGE_BUILD_DIR= finds its wheels up to date")
     args = parser.parse_args()
     wanted = set(args.only.split(","))
     machine = (f"{platform.node()} ({os.cpu_count()} cores, "
@@ -290,7 +296,7 @@ def main() -> None:
     rows: list[tuple] = []   # (measurement, package, arches, seconds, baseline seconds)
     pkg, arches = args.package, args.cuda_arch
     cuforge_rows = wanted - {"nvcc", "emulated"}
-    with tempfile.TemporaryDirectory(prefix="cuforge-bench-") as tmp:
+    with _state_dir(args.state) as tmp:
         bench = Bench(args, Path(tmp))
         if cuforge_rows - {"killed"}:   # the rows that share one cold build
             cold = bench.cold([pkg], cached="warm" in wanted)   # seeds the warm row's store
@@ -348,6 +354,17 @@ def main() -> None:
     Console(width=max(out.width, 140)).print(table)
     print(json.dumps([dict(zip(("measurement", "package", "arches", "seconds", "baseline"),
                                r)) | {"machine": machine} for r in rows]))
+
+
+@contextlib.contextmanager
+def _state_dir(keep: str) -> Iterator[str]:
+    """The bench's state: ``keep`` (made here, left behind) or a throw-away dir."""
+    if keep:
+        Path(keep).mkdir(parents=True)   # a used dir would mix an earlier run's state in
+        yield str(Path(keep).resolve())
+        return
+    with tempfile.TemporaryDirectory(prefix="cuforge-bench-") as tmp:
+        yield tmp
 
 
 def _compiled_seconds(output: str, package: str) -> float:
