@@ -179,17 +179,15 @@ class Bench:
         return [m.group(0) for m in STEP.finditer(text)]
 
     def processes_left(self, within: float) -> int:
-        """Processes still running ``within`` seconds from now whose command line names this
-        bench's state dir (a killed build's ninja, nvcc, cicc, g++)."""
+        """Processes still running ``within`` seconds from now that work in this bench's work
+        dirs (a killed build's ninja, nvcc, cicc, g++): their command line names one or they run
+        in one. Not the state dir: the bench's own command line names it with --state, and so
+        may any shell that watches its logs (the H200 run counted 5 such, no compiler)."""
+        work = str(self.state / "cuforge" / "work")
         deadline = time.monotonic() + within
         while True:
-            mine = []
-            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-                try:
-                    if str(self.state).encode() in cmdline.read_bytes():
-                        mine.append(cmdline)
-                except OSError:
-                    pass
+            mine = [pid for pid in Path("/proc").glob("[0-9]*")
+                    if int(pid.name) != os.getpid() and _works_in(pid, work)]
             if not mine or time.monotonic() >= deadline:
                 return len(mine)
             time.sleep(0.2)
@@ -354,6 +352,15 @@ def main() -> None:
     Console(width=max(out.width, 140)).print(table)
     print(json.dumps([dict(zip(("measurement", "package", "arches", "seconds", "baseline"),
                                r)) | {"machine": machine} for r in rows]))
+
+
+def _works_in(proc: Path, work: str) -> bool:
+    """Whether /proc/PID's command line names ``work`` or its working directory is in it."""
+    try:
+        return work.encode() in (proc / "cmdline").read_bytes() or \
+            os.readlink(proc / "cwd").startswith(work)
+    except OSError:   # gone meanwhile, or not ours to read
+        return False
 
 
 @contextlib.contextmanager

@@ -177,12 +177,15 @@ class Wheelhouse:
             os.close(fd)
 
     def _write_table(self) -> None:
+        from .verify.upstream import CHECK as UPSTREAM_CHECK   # here: verify imports us
         rows = [f"{'status':9} {'package':32} {'version':12} {'arches (sass | ptx)':28} wheel"]
         for e in self.latest().values():
             arches = " ".join(e.arches_embedded.get("sass", [])) + " | " + " ".join(
                 e.arches_embedded.get("ptx", []))
             what = e.wheel or e.reason
             rows.append(f"{e.status:9} {e.package:32} {e.version:12} {arches:28} {what}")
+            if e.checks.get(UPSTREAM_CHECK):   # the suite's summary line, under its wheel
+                rows.append(f"{'':9} {'':32} upstream tests: {e.checks[UPSTREAM_CHECK]}")
         fd, tmp = tempfile.mkstemp(prefix=".table-", dir=self.dir)
         try:
             with os.fdopen(fd, "w") as f:

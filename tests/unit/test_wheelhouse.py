@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
@@ -30,6 +31,19 @@ def test_publish_writes_wheel_jsonl_and_table(tmp_path):
     table = (tmp_path / "wh" / "manifest.txt").read_text()
     assert "compiled  demo" in table and "skipped   flash-attn" in table and "no arch" in table
     assert not [p for p in (tmp_path / "wh").iterdir() if p.name.startswith(".incoming")]
+
+
+def test_table_shows_the_upstream_suite_under_its_wheel(tmp_path):
+    house = Wheelhouse(tmp_path / "wh")
+    wheel = _wheel(tmp_path / "demo-0.1-cp311-cp311-linux_x86_64.whl", b"x = 1\n")
+    entry = Entry(package="demo", status="compiled", version="0.1", wheel=wheel.name,
+                  wheel_sha256=sha256_of(wheel), checks={"import": "pass"})
+    house.publish(wheel, entry)
+    assert "upstream tests" not in (tmp_path / "wh" / "manifest.txt").read_text()
+    summary = "pass: 2770 passed, 30 skipped in 10.63s (12.0 s)"
+    house.publish(None, replace(entry, checks={**entry.checks, "upstream-tests": summary}))
+    rows = (tmp_path / "wh" / "manifest.txt").read_text().splitlines()
+    assert rows[1].startswith("compiled  demo") and rows[2].strip() == f"upstream tests: {summary}"
 
 
 WRITER = r"""

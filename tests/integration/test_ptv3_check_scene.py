@@ -1,0 +1,50 @@
+"""The PTv3 checkout check's synthetic scene holds one point per voxel.
+
+spconv's output for two points in one voxel is undefined and differs between ConvAlgo.Native and
+the implicit-GEMM algorithms; on the H200 a scene with such points made the two disagree by a
+relative L2 of 1.95e-01. The scene runs here on the CPU, in the test combo's torch.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
+import verify_builders as vb  # noqa: E402
+
+SCRIPT = Path(__file__).resolve().parents[2] / "smoke" / "checkout_models" / "pointcept_ptv3.py"
+
+PROBE = f"""
+import importlib.util, json, torch
+spec = importlib.util.spec_from_file_location("ptv3_check", {str(SCRIPT)!r})
+check = importlib.util.module_from_spec(spec); spec.loader.exec_module(check)
+data = check.scene()
+starts = [0] + data["offset"].tolist()
+per_cloud = []
+for a, b in zip(starts, starts[1:]):
+    coord = data["coord"][a:b]
+    grid = torch.div(coord - coord.min(0).values, data["grid_size"], rounding_mode="floor").long()
+    per_cloud.append([b - a, len(torch.unique(grid, dim=0))])
+raw = torch.rand(20000, 3, generator=torch.Generator().manual_seed(0)) * 0.5
+kept = check.one_point_per_voxel(raw, 0.02)
+print(json.dumps({{"clouds": per_cloud, "raw": len(raw), "kept": len(kept),
+                  "kept_first": bool((kept[0] == raw[0]).all()),
+                  "feat_cols": data["feat"].shape[1], "device": str(data["coord"].device)}}))
+"""
+
+
+@pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
+def test_every_voxel_holds_one_point_and_the_first_one_is_kept():
+    out = subprocess.run([str(vb.torch_python()), "-c", PROBE], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    facts = json.loads(out.stdout.strip().splitlines()[-1])
+    for points, voxels in facts["clouds"]:
+        assert points == voxels and points > 5000
+    # a crowded cloud: 20,000 points in 25 x 25 x 25 voxels keep one per occupied voxel
+    assert facts["kept"] <= 25 ** 3 < facts["raw"] and facts["kept_first"]
+    assert (facts["feat_cols"], facts["device"]) == (6, "cpu")
