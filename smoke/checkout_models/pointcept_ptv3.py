@@ -42,31 +42,39 @@ GRID_SIZE = 0.02
 MODEL = "pointcept.models.point_transformer_v3.point_transformer_v3m1_base"
 
 
-def one_point_per_voxel(coord: torch.Tensor, grid_size: float) -> torch.Tensor:
-    """The points of ``coord`` that come first in their voxel (GridSample's "train" mode keeps
-    one point per voxel too); voxels as Pointcept's Point computes them from grid_size."""
-    grid = torch.div(coord - coord.min(0).values, grid_size, rounding_mode="floor").long()
+def one_point_per_voxel(coord: torch.Tensor, grid_size: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The points of one cloud that come first in their voxel, and their voxels: what
+    GridSample's "train" mode hands the model (it keeps one point per voxel and returns the
+    cloud's own grid coordinates)."""
+    grid = torch.div(coord, grid_size, rounding_mode="floor").int()   # as GridSample does
+    grid -= grid.min(0).values
     _, voxel = torch.unique(grid, dim=0, return_inverse=True)
     order = torch.arange(len(coord))
     first = torch.full((int(voxel.max()) + 1,), len(coord)).scatter_reduce(0, voxel, order, "amin")
-    return coord[first.sort().values]
+    kept = first.sort().values
+    return coord[kept], grid[kept]
 
 
 def scene(seed: int = 0, device: str = "cpu") -> dict:
     """Two synthetic point clouds, points on a noisy plane and a sphere (surface-like, as
-    scans), one point per voxel of GRID_SIZE."""
+    scans), one point per voxel of GRID_SIZE. The grid coordinates go in with them: Point would
+    otherwise voxelise the batch from its joint minimum, where two kept points of one cloud
+    can share a voxel again."""
     gen = torch.Generator().manual_seed(seed)
-    clouds = []
+    clouds, grids = [], []
     for n in (12000, 8000):
         plane = torch.rand(n // 2, 3, generator=gen) * torch.tensor([4.0, 4.0, 0.05])
         sphere = torch.randn(n - n // 2, 3, generator=gen)
         sphere = sphere / sphere.norm(dim=1, keepdim=True) + torch.tensor([2.0, 2.0, 1.2])
-        clouds.append(one_point_per_voxel(torch.cat([plane, sphere]), GRID_SIZE))
+        coord, grid = one_point_per_voxel(torch.cat([plane, sphere]), GRID_SIZE)
+        clouds.append(coord)
+        grids.append(grid)
     coord = torch.cat(clouds)
     colour = torch.rand(coord.shape[0], 3, generator=gen)
     offset = torch.tensor([len(c) for c in clouds]).cumsum(0)
-    return {"coord": coord.to(device), "feat": torch.cat([coord, colour], 1).to(device),
-            "grid_size": GRID_SIZE, "offset": offset.to(device)}
+    return {"coord": coord.to(device), "grid_coord": torch.cat(grids).to(device),
+            "feat": torch.cat([coord, colour], 1).to(device), "grid_size": GRID_SIZE,
+            "offset": offset.to(device)}
 
 
 def build(build_model, algo: str, configured: str):

@@ -27,11 +27,12 @@ data = check.scene()
 starts = [0] + data["offset"].tolist()
 per_cloud = []
 for a, b in zip(starts, starts[1:]):
-    coord = data["coord"][a:b]
-    grid = torch.div(coord - coord.min(0).values, data["grid_size"], rounding_mode="floor").long()
-    per_cloud.append([b - a, len(torch.unique(grid, dim=0))])
+    coord, grid = data["coord"][a:b], data["grid_coord"][a:b]
+    own = torch.div(coord, data["grid_size"], rounding_mode="floor").int()
+    own -= own.min(0).values
+    per_cloud.append([b - a, len(torch.unique(grid, dim=0)), bool((own == grid).all())])
 raw = torch.rand(20000, 3, generator=torch.Generator().manual_seed(0)) * 0.5
-kept = check.one_point_per_voxel(raw, 0.02)
+kept, _ = check.one_point_per_voxel(raw, 0.02)
 print(json.dumps({{"clouds": per_cloud, "raw": len(raw), "kept": len(kept),
                   "kept_first": bool((kept[0] == raw[0]).all()),
                   "feat_cols": data["feat"].shape[1], "device": str(data["coord"].device)}}))
@@ -43,8 +44,8 @@ def test_every_voxel_holds_one_point_and_the_first_one_is_kept():
     out = subprocess.run([str(vb.torch_python()), "-c", PROBE], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     facts = json.loads(out.stdout.strip().splitlines()[-1])
-    for points, voxels in facts["clouds"]:
-        assert points == voxels and points > 5000
+    for points, voxels, grid_is_the_clouds_own in facts["clouds"]:
+        assert points == voxels and points > 5000 and grid_is_the_clouds_own
     # a crowded cloud: 20,000 points in 25 x 25 x 25 voxels keep one per occupied voxel
     assert facts["kept"] <= 25 ** 3 < facts["raw"] and facts["kept_first"]
     assert (facts["feat_cols"], facts["device"]) == (6, "cpu")
