@@ -159,4 +159,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except AssertionError as failed:   # a verdict for people: one line, no traceback
+        sys.exit(f"fail: {failed}")
