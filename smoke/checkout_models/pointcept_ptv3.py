@@ -21,10 +21,10 @@ Usage: python pointcept_ptv3.py CHECKOUT      (run by setup in the user's venv, 
    (norm >= 1e-3 of the largest: a bias right before train-mode BatchNorm holds only noise).
 
 Why 1e-2: both runs are fp32 and differ only in how spconv sums over the 27 kernel offsets
-(Native: a gather-GEMM-scatter per offset with atomic adds; implicit GEMM: one fused GEMM, which
-may use TF32 tensor cores on sm_80+: 10-bit mantissa, ~5e-4 relative per product). Rounding of
-that size, carried through five encoder stages, attention softmax and train-mode BatchNorm, stays
-near 1e-3; a broken kernel (the sm_121 failure, code for another arch) gives O(1) errors or
+(Native: a gather-GEMM-scatter per offset with atomic adds; implicit GEMM: one fused GEMM in
+fp32, as spconv 2.3.8 keeps TF32 off, `spconv.constants.SPCONV_ALLOW_TF32 = False`): another
+summation order, ~1e-7 relative per sum. Even a TF32 kernel (~5e-4 per product) carried through
+five encoder stages, attention softmax and train-mode BatchNorm stays near 1e-3; a broken kernel (the sm_121 failure, code for another arch) gives O(1) errors or
 NaNs. 1e-2 sits an order above rounding and two below a real fault; the measured errors are
 printed either way.
 
