@@ -91,12 +91,36 @@ def build(build_model, algo: str, configured: str):
 
 
 def run(model, data: dict):
+    """Forward + backward: the output, the gradients, and each sparse convolution's output
+    features in call order (to name the first layer where the algorithms part, on a failure)."""
+    from spconv.pytorch.conv import SparseConvolution
+
+    layers: list[tuple[str, torch.Tensor]] = []
+    hooks = [m.register_forward_hook(
+        lambda _m, _in, out, name=name: layers.append((name, out.features.detach().clone())))
+        for name, m in model.named_modules() if isinstance(m, SparseConvolution)]
     torch.manual_seed(1234)                    # reseeds the CPU and every CUDA generator
-    point = model({k: v.clone() if torch.is_tensor(v) else v for k, v in data.items()})
+    try:
+        point = model({k: v.clone() if torch.is_tensor(v) else v for k, v in data.items()})
+    finally:
+        for hook in hooks:
+            hook.remove()
     weights = torch.randn(point.feat.shape, generator=torch.Generator().manual_seed(7)).cuda()
     (point.feat * weights).sum().backward()
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-    return point.feat.detach(), grads
+    return point.feat.detach(), grads, layers
+
+
+def first_parting_layer(ours: list, theirs: list) -> str:
+    """The first sparse convolution whose outputs differ by more than rounding between the two
+    runs (1e-4: one layer's fp32 summation order is ~1e-7), or "none"."""
+    for (name, a), (_, b) in zip(ours, theirs):
+        if a.shape != b.shape:
+            return f"{name} (different shapes {tuple(a.shape)} and {tuple(b.shape)})"
+        err = rel(a, b)
+        if err > 1e-4:
+            return f"{name} (relative L2 {err:.1e})"
+    return "none"
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -130,8 +154,8 @@ def main() -> None:
 
     data = scene(device="cuda")
     torch.cuda.synchronize()
-    feat_d, grads_d = run(default_model, data)
-    feat_n, grads_n = run(native_model, data)
+    feat_d, grads_d, layers_d = run(default_model, data)
+    feat_n, grads_n, layers_n = run(native_model, data)
     assert torch.isfinite(feat_d).all() and torch.isfinite(feat_n).all(), "non-finite PTv3 output"
     assert grads_d.keys() == grads_n.keys() and grads_d, "the two runs trained different parameters"
     out_err = rel(feat_n, feat_d)
@@ -146,7 +170,8 @@ def main() -> None:
                  if grads_d[n].norm().item() >= 1e-3 * largest}
     worst = max(grad_errs, key=grad_errs.get)
     measured = (f"output rel. L2 {out_err:.1e}, all gradients {all_err:.1e}, worst of "
-                f"{len(grad_errs)} gradient tensors {grad_errs[worst]:.1e} ({worst})")
+                f"{len(grad_errs)} gradient tensors {grad_errs[worst]:.1e} ({worst}); first "
+                f"sparse conv of {len(layers_d)} to differ: {first_parting_layer(layers_n, layers_d)}")
     assert out_err <= TOLERANCE, f"outputs differ between algorithms: {measured}"
     assert all_err <= TOLERANCE, f"gradients differ between algorithms: {measured}"
     assert grad_errs[worst] <= TOLERANCE, f"a gradient differs between algorithms: {measured}"

@@ -1,8 +1,9 @@
-"""The PTv3 checkout check's synthetic scene holds one point per voxel.
+"""The PTv3 checkout check's synthetic scene holds one point per voxel, and a failed
+comparison names the first layer where the algorithms part.
 
-spconv's output for two points in one voxel is undefined and differs between ConvAlgo.Native and
-the implicit-GEMM algorithms; on the H200 a scene with such points made the two disagree by a
-relative L2 of 1.95e-01. The scene runs here on the CPU, in the test combo's torch.
+spconv's output for two points in one voxel is undefined, and Native and the implicit GEMM may
+resolve it differently; on the H200 the check with such a scene failed with a relative L2 of
+1.95e-01 between them. The scene runs here on the CPU, in the test combo's torch.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ for a, b in zip(starts, starts[1:]):
     per_cloud.append([b - a, len(torch.unique(grid, dim=0)), bool((own == grid).all())])
 raw = torch.rand(20000, 3, generator=torch.Generator().manual_seed(0)) * 0.5
 kept, _ = check.one_point_per_voxel(raw, 0.02)
-print(json.dumps({{"clouds": per_cloud, "raw": len(raw), "kept": len(kept),
+same, off = torch.ones(4, 2), torch.ones(4, 2) * 1.5
+parting = [check.first_parting_layer([("stem", same), ("stage1", same)],
+                                     [("stem", same), ("stage1", same)]),
+           check.first_parting_layer([("stem", same), ("stage1", off)],
+                                     [("stem", same), ("stage1", same)])]
+print(json.dumps({{"parting": parting, "clouds": per_cloud, "raw": len(raw), "kept": len(kept),
                   "kept_first": bool((kept[0] == raw[0]).all()),
                   "feat_cols": data["feat"].shape[1], "device": str(data["coord"].device)}}))
 """
@@ -49,3 +55,5 @@ def test_every_voxel_holds_one_point_and_the_first_one_is_kept():
     # a crowded cloud: 20,000 points in 25 x 25 x 25 voxels keep one per occupied voxel
     assert facts["kept"] <= 25 ** 3 < facts["raw"] and facts["kept_first"]
     assert (facts["feat_cols"], facts["device"]) == (6, "cpu")
+    # on a failure the check names the first sparse conv where the algorithms part
+    assert facts["parting"] == ["none", "stage1 (relative L2 5.0e-01)"]
