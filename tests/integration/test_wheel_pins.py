@@ -12,8 +12,6 @@ venvs, with the wrong torches in ``--find-links`` (where this machine's pip conf
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import shutil
 import subprocess
@@ -23,9 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import wheelmeta
-from cuforge.index import write_indexes
-from cuforge.venv import find_uv
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
+import verify_builders as vb  # noqa: E402
+
+from cuforge import wheelmeta  # noqa: E402
+from cuforge.index import write_indexes  # noqa: E402
+from cuforge.venv import find_uv  # noqa: E402
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 TAG = "cp311-cp311-linux_x86_64"
@@ -47,27 +48,8 @@ def add(a, b):
 
 def wheel(dest: Path, name: str, version: str, files: dict[str, bytes | str], *,
           requires: tuple[str, ...] = (), tag: str = "py3-none-any") -> Path:
-    dist = name.replace("-", "_")
-    info = f"{dist}-{version}.dist-info"
-    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
-            *[f"Requires-Dist: {r}" for r in requires], "", f"{name}, built by the test"]
-    entries = {arc: data.encode() if isinstance(data, str) else data
-               for arc, data in files.items()}
-    entries[f"{info}/METADATA"] = ("\n".join(meta) + "\n").encode()
-    entries[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n"
-                                .encode())
-    record = [f"{arc},sha256={_b64(data)},{len(data)}" for arc, data in entries.items()]
-    entries[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
-    out = dest / f"{dist}-{version}-{tag}.whl"
-    dest.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for arc, data in entries.items():
-            zf.writestr(arc, data)
-    return out
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return vb.make_wheel(dest, name, files, version=version, tag=tag, requires=requires,
+                         description=f"{name}, built by the test")
 
 
 def _gxx(out: Path, source: str, *flags: str) -> bytes:
