@@ -99,3 +99,16 @@ def not_run_inits(root: Path, packages: list[str]) -> list[str]:
     loaded = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
     inits = [p for name in packages for p in (Path(root) / name).rglob("__init__.py")]
     return [str(p.relative_to(root)) for p in inits if str(p) not in loaded]
+
+
+def checkout_argument(script: str) -> Path:
+    """The CHECKOUT argument of a checkout model check (``script CHECKOUT``), after the two
+    exits every such check shares: a usage error, and 77 (skipped, saying why) without a GPU."""
+    import torch
+
+    if len(sys.argv) != 2:
+        sys.exit(f"usage: {script} CHECKOUT")
+    if not torch.cuda.is_available():
+        print("skipped: no GPU (torch.cuda.is_available() is False)")
+        sys.exit(77)
+    return Path(sys.argv[1]).resolve()

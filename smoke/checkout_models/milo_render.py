@@ -27,16 +27,10 @@ from types import SimpleNamespace
 
 import torch
 
-if len(sys.argv) != 2:
-    sys.exit("usage: milo_render.py CHECKOUT")
-if not torch.cuda.is_available():
-    print("skipped: no GPU (torch.cuda.is_available() is False)")
-    sys.exit(77)
-
 sys.path.append(str(Path(__file__).resolve().parent))
 import _checkout_import  # noqa: E402
 
-checkout = Path(sys.argv[1]).resolve()
+checkout = _checkout_import.checkout_argument("milo_render.py")
 MILO = checkout / "milo"
 PACKAGES = ["scene", "utils", "gaussian_renderer"]
 _checkout_import.install(MILO, PACKAGES, run_init=["gaussian_renderer"])

@@ -128,15 +128,10 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def main() -> None:
-    if len(sys.argv) != 2:
-        sys.exit("usage: pointcept_ptv3.py CHECKOUT")
-    if not torch.cuda.is_available():
-        print("skipped: no GPU (torch.cuda.is_available() is False)")
-        sys.exit(77)
     sys.path.append(str(Path(__file__).resolve().parent))
     import _checkout_import
 
-    checkout = Path(sys.argv[1]).resolve()
+    checkout = _checkout_import.checkout_argument("pointcept_ptv3.py")
     _checkout_import.install(checkout, ["pointcept"])
     import importlib
 
