@@ -21,9 +21,7 @@ that differs replaces its whole directory.
 
 from __future__ import annotations
 
-import base64
 import csv
-import hashlib
 import io
 import json
 import os
@@ -32,6 +30,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+from .digest import record_digest
 from .errors import BuildError
 from .runner import Step
 
@@ -140,7 +139,6 @@ def installed_identically(wheel: Path, site_packages: Path) -> bool:
 
 def _sha256(path: Path) -> str:
     try:
-        raw = hashlib.sha256(path.read_bytes()).digest()
+        return record_digest(path.read_bytes())
     except OSError:
         return "missing"
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()

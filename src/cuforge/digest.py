@@ -1,7 +1,8 @@
-"""File digests (sdist checksums, wheel hashes in the manifest)."""
+"""File digests (sdist checksums, wheel hashes in the manifest, wheel RECORD entries)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from pathlib import Path
 
@@ -13,3 +14,8 @@ def sha256_of(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def record_digest(data: bytes) -> str:
+    """The sha256 of ``data`` as a wheel's RECORD writes it: urlsafe base64, no padding."""
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

@@ -27,8 +27,6 @@ wheel sits in (``<cuXYZ>/torch<V>-cp<XY>``): ``cuforge verify`` and the build bo
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -40,6 +38,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from .digest import record_digest
 from .runtimedeps import base_name
 
 # torch's own libraries: a .so that needs one of these was compiled against torch
@@ -204,10 +203,6 @@ def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
     return "\n".join(kept) + "\n" + (sep[1:] + body if sep else "")
 
 
-def _b64_sha256(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def pin(wheel: Path, dest: Path, *, accel: str, torch: str, house: Mapping[str, str],
         depends: Iterable[str] = ()) -> Path:
     """Write ``wheel`` into ``dest`` with its pins (module docstring); returns the new file.
@@ -242,7 +237,7 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str, house: Mapping[str, 
             copy.external_attr, copy.compress_type = info.external_attr, info.compress_type
             dst.writestr(copy, data)
             if not arcname.endswith("/"):
-                record.append(f"{arcname},sha256={_b64_sha256(data)},{len(data)}")
+                record.append(f"{arcname},sha256={record_digest(data)},{len(data)}")
         record.append(f"{record_name},,")
         dst.writestr(zipfile.ZipInfo(record_name, (2020, 1, 1, 0, 0, 0)),
                      "\n".join(record) + "\n", compress_type=zipfile.ZIP_DEFLATED)
@@ -293,7 +288,7 @@ def record_problems(wheel: Path) -> list[str]:
                 continue
             if name not in listed:
                 problems.append(f"{name} is not in RECORD")
-            elif listed[name] != _b64_sha256(zf.read(name)):
+            elif listed[name] != record_digest(zf.read(name)):
                 problems.append(f"{name} does not match its RECORD hash")
     return problems
 
