@@ -177,7 +177,8 @@ class Wheelhouse:
             os.close(fd)
 
     def _write_table(self) -> None:
-        from .verify.upstream import CHECK as UPSTREAM_CHECK   # here: verify imports us
+        # imported here: cuforge.verify loads every check (pyelftools too) for one name
+        from .verify.upstream import CHECK as UPSTREAM_CHECK
         rows = [f"{'status':9} {'package':32} {'version':12} {'arches (sass | ptx)':28} wheel"]
         for e in self.latest().values():
             arches = " ".join(e.arches_embedded.get("sass", [])) + " | " + " ".join(
