@@ -405,12 +405,19 @@ class Executor:
 
     def _install_runtime_requirements(self, wheel: Path, log: Path) -> None:
         from .runtimedeps import install_step, split
+        from .verify.requirements import unmet
         reqs, _ = split(runtime_requirements(wheel), self.recipe_names)
         self.runtime[wheel.name] = reqs   # recorded in the manifest line
-        if reqs:   # torch and wheelhouse packages never come from an index (runtimedeps)
-            with self.env_lock:
-                run(install_step(self.env.python, wheel.name, reqs, self.env.info.torch),
-                    log=log)
+        if not reqs:   # torch and wheelhouse packages never come from an index (runtimedeps)
+            return
+        with self.env_lock:
+            todo = unmet(self.env.python, reqs)
+            if todo:
+                run(install_step(self.env.python, wheel.name, todo, self.env.info.torch), log=log)
+            else:   # pip's resolver would only say so, in seconds (cuforge.verify.requirements)
+                with open(log, "a") as sink:
+                    sink.write(f"\n# runtime requirements of {wheel.name}: met already in "
+                               f"{self.env.python} ({', '.join(reqs)}); pip not run\n")
 
 
 def _names(plan: Plan) -> set[str]:

@@ -23,7 +23,9 @@ def test_torch_and_wheelhouse_packages_are_left_out_and_the_rest_recorded(tmp_pa
     assert entry["runtime_installed"] == ["numpy"]
     log = (proj / ".state" / "logs").glob("*/tinyext.log")
     text = next(log).read_text()
-    assert "runtime requirements of tinyext" in text and "torch==2.14.1" in text
+    # numpy is in the combo env already: pip's resolver is not started for nothing
+    assert "runtime requirements of tinyext" in text and "met already" in text
+    assert "pip not run" in text and "pip install" not in text
 
 
 def test_recipes_edited_while_it_compiles_do_not_change_the_build(tmp_path):

@@ -37,6 +37,7 @@ from ._proc import describe_exit, last_error_line, run_python
 from .fatbin import FatbinContainer, runs_on
 from .importer import interpret
 from .report import CheckResult
+from .requirements import unmet
 
 SKIP_EXIT = 77
 _PROBE_MARK = "cuforge-device:"
@@ -144,23 +145,12 @@ def run_smoke(python: Path, script: Path, paths: Sequence[Path] = (), *,
     return smoke_verdict(outcome.returncode, outcome.stdout, outcome.stderr, timeout=timeout)
 
 
-_MISSING = ("import sys\nfrom importlib.metadata import PackageNotFoundError, version\n"
-            "for name in sys.argv[1:]:\n"
-            "    try:\n        version(name)\n"
-            "    except PackageNotFoundError:\n        print(name)\n")
-
-
 def install_requirements(python: Path, requires: Sequence[str], paths: Sequence[Path] = (), *,
                          timeout: float = 600) -> str:
     """pip-install the smoke script's ``requires`` that ``python`` lacks; returns a note for
     the result ("" when nothing was missing). A failed install (no network on the GPU box) is
     only noted: the script decides whether it can run without them."""
-    from packaging.requirements import Requirement
-    names = {Requirement(r).name: r for r in requires}
-    if not names:
-        return ""
-    probe = run_python(python, ["-c", _MISSING, *names], paths=paths, timeout=120)
-    missing = [names[n] for n in probe.stdout.split() if n in names]
+    missing = unmet(python, list(requires), paths)
     if not missing:
         return ""
     pip = run_python(python, ["-m", "pip", "install", "--disable-pip-version-check", "-q",

@@ -38,6 +38,7 @@ from pathlib import Path
 from ..recipes import UpstreamTests
 from ._proc import describe_exit, last_error_line, run_python
 from .report import CheckResult
+from .requirements import unmet
 
 CHECK = "upstream-tests"
 # "== 2 passed, 1 skipped in 0.12s ==", or without the rules under -q
@@ -108,21 +109,13 @@ def shadowed(python: Path, modules: Sequence[str], paths: Sequence[Path], cwd: P
             if file and not file.startswith("error") and str(Path(file).resolve()).startswith(inside)]
 
 
-_MISSING = ("import sys\nfrom importlib.metadata import PackageNotFoundError, version\n"
-            "for text in sys.argv[1:]:\n    name, want = text.split('==')\n"
-            "    try:\n        have = version(name)\n    except PackageNotFoundError:\n"
-            "        have = None\n    if have != want:\n        print(text)\n")
-
-
 def install_requirements(python: Path, requires: Sequence[str], target: Path,
                          paths: Sequence[Path]) -> str:
     """Make every pinned requirement importable from ``target`` (pip ``--target``, without
     dependencies: the recipe lists the closure). Returns "" or why it could not."""
     if not requires:
         return ""
-    pins = [r.replace(" ", "") for r in requires]
-    probe = run_python(python, ["-c", _MISSING, *pins], paths=[*paths, target], timeout=120)
-    missing = probe.stdout.split()
+    missing = unmet(python, [r.replace(" ", "") for r in requires], [*paths, target])
     if not missing:
         return ""
     target.mkdir(parents=True, exist_ok=True)
