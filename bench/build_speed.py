@@ -18,7 +18,9 @@ that reuses the combo env (nothing of the checkout's own state is touched):
 - killed: ``--only killed`` (``--kill-cache off,local``): a build SIGKILLed alone (the OOM
   killer's way) once ninja passed half its steps, then run again; the row prints the step it
   was killed at, the rerun's first ninja line and the package's compile time, rerun / cold
-  (``compiled ... in S s``, so dependencies rebuilt by ``--rebuild`` do not count). With
+  (``compiled ... in S s``, so dependencies rebuilt by ``--rebuild`` do not count); then the
+  same build once more with nothing left to compile: the part of every build that no kill
+  splits (setup.py, the wheel, verification), the floor under the rerun's ratio. With
   ``local`` the killed build starts from an empty cache store, as a first build does;
 - serial vs side by side: ``--set`` built ``--one-at-a-time`` and then side by side, and a
   multi-extension package with ``CUFORGE_SERIAL_EXTENSIONS=1`` vs without;
@@ -193,10 +195,12 @@ class Bench:
             time.sleep(0.2)
 
     def killed_rerun(self, package: str, store: str, cold: float | None = None
-                     ) -> tuple[str, str, float, float]:
+                     ) -> tuple[str, str, float, float, float]:
         """Cold (``store``: off, or an empty local store), killed alone past half its ninja
-        steps, run again: (killed at, the rerun's first ninja line, cold s, rerun s) as the
-        package's own ``compiled ... in S s``."""
+        steps, run again, and then once more with nothing left to compile: (killed at, the
+        rerun's first ninja line, cold s, rerun s, nothing-to-compile s) as the package's own
+        ``compiled ... in S s``. The last is the part of every build that no kill splits
+        (setup.py, the wheel, verification): the floor under any rerun's ratio."""
         cache = {"CUFORGE_CACHE": "off" if store == "off" else str(self.state / "kill-store")}
         if cold is None:   # the cold build, without a cache
             self.wipe([package])
@@ -216,7 +220,8 @@ class Bench:
         killed = f"{steps[-1] if steps else '-'} ({left} of its processes left 5 s later)"
         rerun = _compiled_seconds(self.cuforge([package], "--rebuild", env=cache)[1], package)
         first = next((s for s in self.log_steps(package)), "ninja: no work to do")
-        return killed, first, cold, rerun
+        fixed = _compiled_seconds(self.cuforge([package], "--rebuild", env=cache)[1], package)
+        return killed, first, cold, rerun, fixed
 
     def wipe(self, packages: list[str]) -> None:
         """Empty the packages' work dirs: sources and build dirs (ninja state) go."""
@@ -334,12 +339,14 @@ def main() -> None:
         if "killed" in wanted:   # its own cold build: it needs no row above
             cold_s = None   # measured once, without a cache: the baseline of every row
             for store in args.kill_cache.split(","):
-                killed, first, cold_s, rerun_s = bench.killed_rerun(pkg, store, cold_s)
+                killed, first, cold_s, rerun_s, fixed_s = bench.killed_rerun(pkg, store, cold_s)
                 rows.append((f"killed alone at {killed}, rerun starts {first} (cache "
                              f"{store}): rerun / cold", pkg, arches, rerun_s, cold_s))
-                # printed as it comes: a long package's rows take an hour on a small machine
-                out.print(f"{rows[-1][0]}: {rerun_s:.1f} s / {cold_s:.1f} s = "
-                          f"{rerun_s / cold_s:.2f}")
+                rows.append((f"rebuilt with nothing to compile (cache {store}): the part no "
+                             "kill splits / cold", pkg, arches, fixed_s, cold_s))
+                # printed as they come: a long package's rows take an hour on a small machine
+                for what, _, _, secs, base in rows[-2:]:
+                    out.print(f"{what}: {secs:.1f} s / {base:.1f} s = {secs / base:.2f}")
         if "emulated" in wanted:
             rows += emulated_rows(bench, args)
     if "nvcc" in wanted:

@@ -15,6 +15,7 @@ Typical use (what ``cuforge verify`` and ``invoke verify`` do)::
 from __future__ import annotations
 
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from .elf import shared_objects
 from .fatbin import FatbinContainer, check_fatbin, read_fatbin
 from .importer import check_import
 from .report import CHECKS, CheckResult, VerifyContext, WheelReport, merge, render_table, reports_to_json
-from .smoke import SmokeScript, check_smoke
+from .smoke import ASK, SmokeScript, check_smoke, probe_device
 from .symbols import LibrarySet, check_cudart, check_symbols
 from .wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
 
@@ -118,21 +119,30 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
     Raises VerifyError only when the file is not a wheel; every finding is a CheckResult.
     """
     wheel = Path(wheel)
-    with tempfile.TemporaryDirectory(prefix="cuforge-verify-") as tmp:
+    smoke = SmokeScript(Path(smoke)) if isinstance(smoke, (str, Path)) else smoke
+    with tempfile.TemporaryDirectory(prefix="cuforge-verify-") as tmp, \
+            ThreadPoolExecutor(max_workers=2) as pool:
         root = unpack(wheel, Path(tmp))
         sos = shared_objects(root)
-        results = _elf_checks(root, sos, ctx)
         paths = import_roots(root) + list(dependency_paths)
         faults.point("verify")   # tests: die with the wheel built but not yet verified
-        imported = check_import(ctx.python, paths, modules or default_modules(root), timeout=timeout)
+        # The interpreters (import, GPU probe) start first and the ELF reading runs while they
+        # load torch: on the H200 these were ~20 s of spconv's every build, one after another.
+        importing = pool.submit(check_import, ctx.python, paths,
+                                modules or default_modules(root), timeout=timeout)
+        probing = pool.submit(probe_device, ctx.python, paths, timeout=min(timeout, 120)) \
+            if smoke is not None and smoke.gpu else None
+        results = _elf_checks(root, sos, ctx)
+        imported = importing.result()
         results.append(imported)
         if smoke is None:
             results.append(CheckResult("smoke", "skipped", "skipped: no smoke script in the recipe"))
         elif imported.status == "fail":  # the report already fails; a smoke run would only crash
             results.append(CheckResult("smoke", "skipped", "skipped: the wheel does not import"))
         else:
-            results.append(check_smoke(ctx.python, smoke, paths,
-                                       fatbins=_fatbins(root, sos), timeout=timeout))
+            device = probing.result() if probing else ASK
+            results.append(check_smoke(ctx.python, smoke, paths, fatbins=_fatbins(root, sos),
+                                       timeout=timeout, device=device))
     return WheelReport(wheel, package_name(wheel), results)
 
 

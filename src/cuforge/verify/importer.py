@@ -1,9 +1,10 @@
 """Check 4: does the wheel import? In a fresh interpreter (the combo's python), with the
 unpacked wheel first on ``sys.path``: ``import torch`` (extensions need its libraries loaded),
 then each module. A crash (segfault in a static initializer, as spconv's
-``get_all_algo_desp()`` does) is reported as such, not mistaken for a traceback. After a pass,
-the modules are imported once more without torch and without ``LD_LIBRARY_PATH``: what a user
-who imports the package first sees (cumm's core_cc needs libnvrtc, which only torch loads).
+``get_all_algo_desp()`` does) is reported as such, not mistaken for a traceback. At the same
+time the modules are imported in a second interpreter without torch and without
+``LD_LIBRARY_PATH``, judged once the first passed: what a user who imports the package first
+sees (cumm's core_cc needs libnvrtc, which only torch loads).
 
 >>> "import torch" in _script(["a", "b.c"], import_torch=False)
 False
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ._proc import Outcome, describe_exit, last_error_line, run_python
@@ -80,14 +82,27 @@ def check_import(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
     ("crashed with SIGSEGV while importing pkg._C") or a timeout."""
     if not modules:
         return CheckResult("import", "skipped", "skipped: the wheel has no importable module")
-    outcome = run_python(python, ["-c", _script(modules, import_torch=import_torch)],
-                         paths=paths, timeout=timeout)
-    result = interpret(outcome, timeout=timeout)
-    if result.status != "pass":
-        return result
     if not import_torch:
-        return CheckResult("import", "pass", f"imported {', '.join(modules)}")
-    return _without_torch(python, paths, modules, timeout=timeout)
+        result = interpret(_import(python, paths, modules, with_torch=False, timeout=timeout),
+                           timeout=timeout)
+        return CheckResult("import", "pass", f"imported {', '.join(modules)}") \
+            if result.status == "pass" else result
+    # Both imports at once: each is an interpreter loading torch or the wheel's libraries
+    # (seconds for spconv), and the second only matters once the first passed.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(_import, python, paths, modules, with_torch=True, timeout=timeout)
+        alone = pool.submit(_import, python, paths, modules, with_torch=False, timeout=timeout)
+        result = interpret(first.result(), timeout=timeout)
+        if result.status != "pass":
+            return result
+        return _without_torch(alone.result(), modules, timeout=timeout)
+
+
+def _import(python: Path, paths: Sequence[Path], modules: Sequence[str], *, with_torch: bool,
+            timeout: float) -> Outcome:
+    """One import run. Without torch, also without LD_LIBRARY_PATH: as in a fresh venv."""
+    return run_python(python, ["-c", _script(modules, import_torch=with_torch)], paths=paths,
+                      timeout=timeout, plain_loader=not with_torch)
 
 
 # Sonames torch's own libraries carry: a torch extension needs `import torch` first by design.
@@ -95,14 +110,12 @@ _TORCH_LIBS = re.compile(r"^lib(c10|torch|shm)[\w.-]*\.so")
 _MISSING = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
 
 
-def _without_torch(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
-                   timeout: float) -> CheckResult:
-    """Import again without torch (and without LD_LIBRARY_PATH), as a user who imports this
-    package first would: torch preloads CUDA libraries (libnvrtc, cuBLAS, ...) that a module
-    may need but cannot find by itself. Says which, instead of passing silently."""
+def _without_torch(outcome: Outcome, modules: Sequence[str], *, timeout: float) -> CheckResult:
+    """The verdict on the import without torch (and without LD_LIBRARY_PATH), as a user who
+    imports this package first would see it: torch preloads CUDA libraries (libnvrtc, cuBLAS,
+    ...) that a module may need but cannot find by itself. Says which, instead of passing
+    silently."""
     done = f"imported torch, then {', '.join(modules)}"
-    outcome = run_python(python, ["-c", _script(modules, import_torch=False)], paths=paths,
-                         timeout=timeout, plain_loader=True)
     alone = interpret(outcome, timeout=timeout)
     if alone.status == "pass":
         return CheckResult("import", "pass", f"{done}; also without torch imported first")
