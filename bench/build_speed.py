@@ -241,7 +241,7 @@ class Bench:
             if line.startswith("export "):
                 name, _, value = line.removeprefix("export ").partition("=")
                 env[name] = shlex.split(value)[0] if value else ""
-            elif line and not line.startswith("#") and " wheel " in line:
+            elif line and not line.startswith("#") and "cuforge.build.pep517" in line:
                 return env, shlex.split(line)
             elif line and not line.startswith("#"):
                 env = {}
@@ -252,11 +252,11 @@ class Bench:
         env, argv = self.dry_run_env(package)
         for own in ("PYTHONPATH", "NVCC_APPEND_FLAGS"):   # cuforge's additions, not the user's
             env.pop(own, None)
-        tree = Path(argv[-1])
+        tree, python = Path(argv[-1]), argv[argv.index("--python") + 1]
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / "src"
             shutil.copytree(tree, copy, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-            cmd = [argv[0], "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+            cmd = [python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
                    "--disable-pip-version-check", "-w", str(Path(tmp) / "out"), str(copy)]
             start = time.perf_counter()
             subprocess.run(cmd, env={**os.environ, **env}, check=True, capture_output=True)

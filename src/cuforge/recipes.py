@@ -15,8 +15,8 @@ from .tomlfile import read_toml
 
 BUILD_KINDS = ("setuptools", "cmake", "prebuilt")
 ARCH_POLICIES = ("auto", "native", "ptx", "skip", "error")
-RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "pip_args", "source",
-               "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
+RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "config_settings",
+               "source", "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
                "notes", "compile_memory_gb", "upstream_tests"}
 
 
@@ -168,7 +168,7 @@ class Recipe:
     prebuilt: tuple[str, ...] = ()         # requirement strings to try as wheels first
     prebuilt_find_links: str = ""
     prebuilt_sha256: tuple[str, ...] = ()   # the accepted files: a download must match one
-    pip_args: tuple[str, ...] = ()
+    config_settings: tuple[tuple[str, str], ...] = ()   # PEP 517 config settings of the build
     system_headers: tuple[SystemHeader, ...] = ()
     extra_sources: tuple[tuple[str, Source], ...] = ()   # (variable, source): e.g. upstream
     build_requires: tuple[str, ...] = ()                 # PyPI packages the build imports
@@ -257,7 +257,8 @@ def parse_recipe(path: Path) -> Recipe:
         prebuilt=tuple(prebuilt.get("requirements", ())),
         prebuilt_find_links=prebuilt.get("find_links", ""),
         prebuilt_sha256=pins,
-        pip_args=tuple(data.get("pip_args", ())),
+        config_settings=tuple(sorted((k, str(v)) for k, v in
+                                     data.get("config_settings", {}).items())),
         system_headers=tuple(SystemHeader(r["header"], r.get("debian", "?"))
                              for r in data.get("requires", ())),
         extra_sources=tuple((var, _source(row, f"{where} [extra_sources.{var}]"))

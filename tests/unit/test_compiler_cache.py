@@ -122,7 +122,7 @@ def test_a_compile_slot_goes_in_front_of_the_cache_on_both_build_paths(tmp_path)
     assert env["PYTORCH_NVCC"] == f"{slot} /cuda/bin/nvcc"
     assert Path(env["CXX"]).is_relative_to(slot.parent / "launchers")
     (step,) = cmake.steps(_job(tmp_path, "cmake", cache=_active(tmp_path), slots=slot))
-    assert (f"--config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER={slot};/opt/sccache"
+    assert (f"-Ccmake.define.CMAKE_CUDA_COMPILER_LAUNCHER={slot};/opt/sccache"
             in step.argv)
     assert dict(step.env)["CMAKE_CXX_COMPILER_LAUNCHER"] == f"{slot};/opt/sccache"
 
@@ -145,11 +145,11 @@ def test_cmake_launchers_are_always_on_the_command_line(tmp_path):
     job = BuildJob(recipe, Path("py"), tmp_path, tmp_path, tmp_path, parse_arch_list("12.0"),
                    (("A", "1"),), cache=_active(tmp_path))
     (step,) = cmake.steps(job)
-    assert "--config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=/opt/sccache" in step.argv
+    assert "-Ccmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=/opt/sccache" in step.argv
     assert dict(step.env)["CMAKE_CXX_COMPILER_LAUNCHER"] == "/opt/sccache"
     (off,) = cmake.steps(BuildJob(recipe, Path("py"), tmp_path, tmp_path, tmp_path,
                                   parse_arch_list("12.0"), ()))
-    assert "--config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=" in off.argv
+    assert "-Ccmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=" in off.argv
 
 
 def _planned(tmp_path: Path, spec: str, append_gencode: bool = False):

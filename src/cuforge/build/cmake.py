@@ -7,6 +7,7 @@ after an interruption only recompiles what is missing.
 from __future__ import annotations
 
 from ..runner import Step
+from .setuptools import wheel_command
 
 LANGUAGES = ("C", "CXX", "CUDA")
 
@@ -26,10 +27,7 @@ def steps(job) -> list[Step]:
     settings.update({f"cmake.define.{k}": v for k, v in job.defines})
     # verbose always: the full compiler output belongs in the package's log
     settings["build.verbose"] = "true"
-    argv = [str(job.python), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
-            "--disable-pip-version-check", "-w", str(job.out_dir)]
-    argv += [f"--config-settings={k}={v}" for k, v in settings.items()]
-    argv += [*job.recipe.pip_args, str(job.src_dir)]
+    argv = wheel_command(job, settings)
     env = {**dict(job.env), **launcher_env(job)}
     return [Step(tuple(argv), tuple(sorted(env.items())),
                  description=f"build {job.recipe.name} (cmake)")]

@@ -1,0 +1,88 @@
+"""Build a wheel with one PEP 517 ``build_wheel`` call, the build command of the setuptools
+and cmake kinds::
+
+    python -m cuforge.build.pep517 --python ENV_PYTHON --outdir DIR [-C KEY=VALUE ...] SRC
+
+Why not ``pip wheel --no-build-isolation --no-deps``, which it replaces: pip first asks the
+backend for the wheel's metadata (``prepare_metadata_for_build_wheel``), and for setuptools
+that is one more whole ``setup.py`` run. spconv's builds its kernel tables when imported: about
+12 s of each spconv build on the H200, paid by every rerun after a kill (docs/reliability.md).
+Without isolation and dependencies, the wheel hook is all that pip ran besides.
+
+The hooks run in ``ENV_PYTHON`` (the combo env's interpreter) through pyproject_hooks, the hook
+caller pip and pypa/build use, in the source dir and with this process's environment (the
+shim and the build dependencies on PYTHONPATH, the arch lists). cuforge's own interpreter runs
+this module; the env needs nothing more than its build backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from pyproject_hooks import BackendUnavailable, BuildBackendHookCaller
+
+LEGACY = "setuptools.build_meta:__legacy__"   # PEP 517's backend for a tree without one
+
+
+def backend_of(src: Path) -> tuple[str, list[str] | None]:
+    """The tree's ``[build-system]`` backend and ``backend-path`` (PEP 517's defaults)."""
+    pyproject = src / "pyproject.toml"
+    data = tomllib.loads(pyproject.read_text()) if pyproject.is_file() else {}
+    system = data.get("build-system", {})
+    return system.get("build-backend", LEGACY), system.get("backend-path")
+
+
+def config_settings(pairs: list[str]) -> dict[str, str | list[str]]:
+    """``["a=1", "b=2", "a=3"]`` -> ``{"a": ["1", "3"], "b": "2"}``: a repeated key becomes a
+    list, as pip passes ``--config-settings``.
+
+    >>> config_settings(["a=1", "b=2", "a=3"])
+    {'a': ['1', '3'], 'b': '2'}
+    """
+    out: dict[str, str | list[str]] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        if key not in out:
+            out[key] = value
+        else:
+            old = out[key]
+            out[key] = [*old, value] if isinstance(old, list) else [old, value]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cuforge.build.pep517",
+                                     description="one PEP 517 build_wheel call, no isolation")
+    parser.add_argument("--python", required=True, help="the interpreter that runs the hooks")
+    parser.add_argument("--outdir", required=True, type=Path)
+    parser.add_argument("-C", "--config-setting", action="append", default=[],
+                        metavar="KEY=VALUE")
+    parser.add_argument("src", type=Path)
+    args = parser.parse_args(argv)
+    src = args.src.resolve()
+    backend, backend_path = backend_of(src)
+    args.outdir.mkdir(parents=True, exist_ok=True)
+    hooks = BuildBackendHookCaller(str(src), backend, backend_path,
+                                   python_executable=args.python)
+    print(f"build_wheel of {src} by {backend} in {args.python}", flush=True)
+    try:
+        name = hooks.build_wheel(str(args.outdir.resolve()),
+                                 config_settings(args.config_setting) or None)
+    except BackendUnavailable as err:   # the env lacks the backend: say which
+        why = next((ln for ln in reversed(err.traceback.splitlines()) if ln.strip()), "")
+        print(f"error: {args.python} cannot import the build backend {backend}"
+              f"{': ' + why.strip() if why else ''}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as err:   # the backend's output is above it already
+        print(f"error: {backend}'s build_wheel failed (exit {err.returncode})", file=sys.stderr)
+        return err.returncode or 1
+    print(f"built {args.outdir / name}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

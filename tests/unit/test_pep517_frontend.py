@@ -1,0 +1,77 @@
+"""cuforge.build.pep517, the build command of the setuptools and cmake kinds: one real
+``build_wheel`` hook call in the given interpreter, never the metadata hook that ``pip wheel``
+calls first (a whole second ``setup.py`` run for setuptools). The backend here is a real
+in-tree PEP 517 backend that records the hooks it is asked for."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BACKEND = '''
+import json, os, zipfile
+def _record(name, **kw):
+    with open(os.environ["HOOK_LOG"], "a") as log:
+        log.write(json.dumps({"hook": name, **kw}) + "\\n")
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    _record("prepare_metadata_for_build_wheel")
+    raise RuntimeError("the metadata hook must not be called")
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    _record("build_wheel", config_settings=config_settings, cwd=os.getcwd(),
+            shim=os.environ.get("PYTHONPATH", ""))
+    if os.environ.get("FAIL_BUILD"):
+        raise SystemExit(3)
+    name = "demo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as whl:
+        whl.writestr("demo/__init__.py", "")
+    return name
+'''
+
+
+def _tree(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = []\n'
+                                        'build-backend = "backend"\nbackend-path = ["."]\n')
+    (src / "backend.py").write_text(BACKEND)
+    return src
+
+
+def _build(src: Path, out: Path, log: Path, *extra: str, env: dict | None = None):
+    return subprocess.run([sys.executable, "-m", "cuforge.build.pep517", "--python",
+                           sys.executable, "--outdir", str(out), *extra, str(src)],
+                          capture_output=True, text=True,
+                          env={**os.environ, "HOOK_LOG": str(log), **(env or {})})
+
+
+def test_one_build_wheel_call_with_config_settings_and_no_metadata_pass(tmp_path):
+    src, out, log = _tree(tmp_path), tmp_path / "out", tmp_path / "hooks.jsonl"
+    run = _build(src, out, log, "-Ca=1", "-Cb=2", "-Ca=3", env={"PYTHONPATH": "/the/shim"})
+    assert run.returncode == 0, run.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c["hook"] for c in calls] == ["build_wheel"]
+    assert calls[0]["config_settings"] == {"a": ["1", "3"], "b": "2"}
+    assert calls[0]["cwd"] == str(src) and "/the/shim" in calls[0]["shim"]
+    assert (out / "demo-1.0-py3-none-any.whl").is_file()
+    assert f"built {out / 'demo-1.0-py3-none-any.whl'}" in run.stdout
+
+
+def test_a_failing_backend_gives_its_exit_code_and_one_line_not_a_traceback(tmp_path):
+    src, out, log = _tree(tmp_path), tmp_path / "out", tmp_path / "hooks.jsonl"
+    run = _build(src, out, log, env={"FAIL_BUILD": "1"})
+    assert run.returncode == 3
+    assert "backend's build_wheel failed (exit 3)" in run.stderr and "Traceback" not in run.stderr
+    assert not list(out.glob("*.whl"))
+
+
+def test_a_backend_the_interpreter_cannot_import_is_named(tmp_path):
+    src, out, log = _tree(tmp_path), tmp_path / "out", tmp_path / "hooks.jsonl"
+    (src / "pyproject.toml").write_text('[build-system]\nbuild-backend = "no_such_backend"\n')
+    run = _build(src, out, log)
+    assert run.returncode == 1
+    assert "cannot import the build backend no_such_backend: " in run.stderr
+    assert "No module named 'no_such_backend'" in run.stderr
+    assert "Traceback" not in run.stderr
