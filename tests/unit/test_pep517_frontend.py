@@ -75,3 +75,14 @@ def test_a_backend_the_interpreter_cannot_import_is_named(tmp_path):
     assert "cannot import the build backend no_such_backend: " in run.stderr
     assert "No module named 'no_such_backend'" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_an_interpreter_without_pyproject_hooks_is_told_the_fix(tmp_path):
+    src, out = _tree(tmp_path), tmp_path / "out"
+    code = ("import sys; sys.modules['pyproject_hooks'] = None\n"   # import fails as if absent
+            "from cuforge.build.pep517 import main\n"
+            f"sys.exit(main(['--python', sys.executable, '--outdir', {str(out)!r}, {str(src)!r}]))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "cannot import pyproject_hooks" in run.stderr and "-m pip install pyproject-hooks" in \
+        run.stderr and "Traceback" not in run.stderr

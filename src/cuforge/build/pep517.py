@@ -23,8 +23,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-from pyproject_hooks import BackendUnavailable, BuildBackendHookCaller
-
 LEGACY = "setuptools.build_meta:__legacy__"   # PEP 517's backend for a tree without one
 
 
@@ -63,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="KEY=VALUE")
     parser.add_argument("src", type=Path)
     args = parser.parse_args(argv)
+    try:
+        from pyproject_hooks import BackendUnavailable, BuildBackendHookCaller
+    except ImportError:   # cuforge run from a checkout without its dependencies installed
+        print(f"error: {sys.executable} cannot import pyproject_hooks, a dependency of cuforge; "
+              f"fix: {sys.executable} -m pip install pyproject-hooks", file=sys.stderr)
+        return 1
     src = args.src.resolve()
     backend, backend_path = backend_of(src)
     args.outdir.mkdir(parents=True, exist_ok=True)
