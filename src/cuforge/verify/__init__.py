@@ -15,8 +15,8 @@ Typical use (what ``cuforge verify`` and ``invoke verify`` do)::
 from __future__ import annotations
 
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import faults
@@ -127,7 +127,7 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
         paths = import_roots(root) + list(dependency_paths)
         faults.point("verify")   # tests: die with the wheel built but not yet verified
         # The interpreters (import, GPU probe) start first and the ELF reading runs while they
-        # load torch: on the H200 these were ~20 s of spconv's every build, one after another.
+        # load torch: one after another, they took seconds each of every spconv build.
         importing = pool.submit(check_import, ctx.python, paths,
                                 modules or default_modules(root), timeout=timeout)
         probing = pool.submit(probe_device, ctx.python, paths, timeout=min(timeout, 120)) \

@@ -83,8 +83,9 @@ def check_import(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
     if not modules:
         return CheckResult("import", "skipped", "skipped: the wheel has no importable module")
     if not import_torch:
-        result = interpret(_import(python, paths, modules, with_torch=False, timeout=timeout),
-                           timeout=timeout)
+        outcome = run_python(python, ["-c", _script(modules, import_torch=False)], paths=paths,
+                             timeout=timeout)
+        result = interpret(outcome, timeout=timeout)
         return CheckResult("import", "pass", f"imported {', '.join(modules)}") \
             if result.status == "pass" else result
     # Both imports at once: each is an interpreter loading torch or the wheel's libraries
