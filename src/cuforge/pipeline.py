@@ -415,9 +415,8 @@ class Executor:
             if todo:
                 run(install_step(self.env.python, wheel.name, todo, self.env.info.torch), log=log)
             else:   # pip's resolver would only say so, in seconds (cuforge.verify.requirements)
-                with open(log, "a") as sink:
-                    sink.write(f"\n# runtime requirements of {wheel.name}: met already in "
-                               f"{self.env.python} ({', '.join(reqs)}); pip not run\n")
+                runner.note(log, f"runtime requirements of {wheel.name}: met already in "
+                                 f"{self.env.python} ({', '.join(reqs)}); pip not run")
 
 
 def _names(plan: Plan) -> set[str]:

@@ -7,7 +7,7 @@ after an interruption only recompiles what is missing.
 from __future__ import annotations
 
 from ..runner import Step
-from .setuptools import wheel_command
+from . import pep517
 
 LANGUAGES = ("C", "CXX", "CUDA")
 
@@ -27,7 +27,7 @@ def steps(job) -> list[Step]:
     settings.update({f"cmake.define.{k}": v for k, v in job.defines})
     # verbose always: the full compiler output belongs in the package's log
     settings["build.verbose"] = "true"
-    argv = wheel_command(job, settings)
+    argv = pep517.command(job, settings)
     env = {**dict(job.env), **launcher_env(job)}
     return [Step(tuple(argv), tuple(sorted(env.items())),
                  description=f"build {job.recipe.name} (cmake)")]

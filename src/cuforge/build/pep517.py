@@ -52,6 +52,16 @@ def config_settings(pairs: list[str]) -> dict[str, str | list[str]]:
     return out
 
 
+def command(job, settings: dict[str, str] | None = None) -> list[str]:
+    """This module's command line for a build job: the combo env's interpreter runs the hooks,
+    cuforge's own runs this; ``settings`` (a kind's) and the recipe's ``config_settings``
+    become ``-C`` options."""
+    merged = {**(settings or {}), **dict(job.recipe.config_settings)}
+    return [sys.executable, "-m", "cuforge.build.pep517", "--python", str(job.python),
+            "--outdir", str(job.out_dir), *(f"-C{k}={v}" for k, v in merged.items()),
+            str(job.src_dir)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cuforge.build.pep517",
                                      description="one PEP 517 build_wheel call, no isolation")

@@ -10,34 +10,24 @@ import hashlib
 import os
 import shlex
 import shutil
-import sys
 from pathlib import Path
 
 from ..runner import Step
 from ..scripts import write_script
+from . import pep517
 
 SHIM = Path(__file__).resolve().parent / "shim"
 
 
 def steps(job) -> list[Step]:
     # every compiler line goes to the package's log; the console sees it with -v
-    argv = wheel_command(job)
+    argv = pep517.command(job)
     theirs = dict(job.env).get("PYTHONPATH") or os.environ.get("PYTHONPATH")
     path = os.pathsep.join(p for p in (str(SHIM), theirs) if p)
     env = {**dict(job.env), "PYTHONPATH": path}
     env.update(launcher_env(job, env))
     return [Step(tuple(argv), tuple(sorted(env.items())),
                  description=f"build {job.recipe.name} (setuptools)")]
-
-
-def wheel_command(job, settings: dict[str, str] | None = None) -> list[str]:
-    """One ``build_wheel`` hook call in the combo env, run by cuforge's own interpreter
-    (cuforge.build.pep517: no metadata pass, no isolation, no dependencies); ``settings`` and the
-    recipe's ``config_settings`` become PEP 517 config settings."""
-    merged = {**(settings or {}), **dict(job.recipe.config_settings)}
-    return [sys.executable, "-m", "cuforge.build.pep517", "--python", str(job.python),
-            "--outdir", str(job.out_dir), *(f"-C{k}={v}" for k, v in merged.items()),
-            str(job.src_dir)]
 
 
 def launcher_env(job, env: dict[str, str]) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Which requirements an interpreter already meets: one interpreter start that reads the
 installed versions (``importlib.metadata``), judged here with ``packaging``. Every "install
 what is missing" in cuforge asks this first, because pip's resolver takes seconds even when
-everything is there (~8 s on the H200 for spconv's runtime requirements, on every build).
+everything is there (seconds of every spconv build on the H200, for its runtime requirements).
 
 Only the named distributions are looked at, not their own dependencies: a missing transitive
 dependency shows up in the import check, with its name.
