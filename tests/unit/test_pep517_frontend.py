@@ -12,7 +12,12 @@ import sys
 from pathlib import Path
 
 BACKEND = '''
-import json, os, zipfile
+import atexit, json, os, sys, zipfile
+class _Graph:   # stands for a backend's big object graph: freed at teardown, one by one
+    def __del__(self, _open=open, _marker=os.environ["HOOK_LOG"] + ".teardown"):
+        _open(_marker, "w").close()   # builtins may be gone by then: hold on to open
+_graph = _Graph()
+atexit.register(lambda: open(os.environ["HOOK_LOG"] + ".atexit", "w").close())
 def _record(name, **kw):
     with open(os.environ["HOOK_LOG"], "a") as log:
         log.write(json.dumps({"hook": name, **kw}) + "\\n")
@@ -24,6 +29,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             shim=os.environ.get("PYTHONPATH", ""))
     if os.environ.get("FAIL_BUILD"):
         raise SystemExit(3)
+    if os.environ.get("RAISE"):
+        raise RuntimeError("the backend broke")
+    sys.stdout.write("unflushed backend output")   # no newline, no flush: must still arrive
     name = "demo-1.0-py3-none-any.whl"
     with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as whl:
         whl.writestr("demo/__init__.py", "")
@@ -86,3 +94,23 @@ def test_an_interpreter_without_pyproject_hooks_is_told_the_fix(tmp_path):
     assert run.returncode == 1
     assert "cannot import pyproject_hooks" in run.stderr and "-m pip install pyproject-hooks" in \
         run.stderr and "Traceback" not in run.stderr
+
+
+def test_the_hook_process_skips_its_teardown_but_runs_atexit_and_flushes(tmp_path):
+    """spconv's hook process spent 10 s freeing its objects after the wheel was written."""
+    src, out, log = _tree(tmp_path), tmp_path / "out", tmp_path / "hooks.jsonl"
+    run = _build(src, out, log)
+    assert run.returncode == 0, run.stderr
+    assert "unflushed backend output" in run.stdout
+    assert Path(f"{log}.atexit").exists()          # the backend's atexit handlers ran
+    assert not Path(f"{log}.teardown").exists()    # the interpreter was not torn down
+    assert (out / "demo-1.0-py3-none-any.whl").is_file()
+
+
+def test_an_exception_in_the_backend_is_exit_1_with_its_traceback_in_the_log(tmp_path):
+    src, out, log = _tree(tmp_path), tmp_path / "out", tmp_path / "hooks.jsonl"
+    run = _build(src, out, log, env={"RAISE": "1"})
+    assert run.returncode == 1
+    assert "RuntimeError: the backend broke" in run.stderr   # the backend's, for the build log
+    assert "backend's build_wheel failed (exit 1)" in run.stderr.splitlines()[-1]
+    assert not list(out.glob("*.whl"))

@@ -1,8 +1,9 @@
 """Build kinds: one module each, same interface — ``steps(job) -> list[Step]`` that leave
-exactly one wheel in ``job.out_dir``. The registry maps a recipe's ``kind`` to its module."""
+exactly one wheel in ``job.out_dir``; ``kind_module`` maps a recipe's ``kind`` to its module."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -10,7 +11,6 @@ from types import ModuleType
 from ..arches import ArchList
 from ..compiler_cache import ActiveCache
 from ..recipes import Recipe
-from . import cmake, prebuilt, setuptools
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,12 @@ class BuildJob:
         return self.slots.parent / "launchers" if self.slots else None
 
 
-KINDS: dict[str, ModuleType] = {"setuptools": setuptools, "cmake": cmake, "prebuilt": prebuilt}
+def kind_module(kind: str) -> ModuleType:
+    """A kind's module (each of recipes.BUILD_KINDS is one here), imported when first used: ``python -m cuforge.build.pep517`` imports
+    this package, and an eager import of the kinds (which import pep517) would load that
+    module twice (runpy's RuntimeWarning in every build log)."""
+    return importlib.import_module(f"{__name__}.{kind}")
 
 
 def steps_for(job: BuildJob):
-    return KINDS[job.recipe.kind].steps(job)
+    return kind_module(job.recipe.kind).steps(job)
