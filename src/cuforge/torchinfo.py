@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ToolchainError
 from .runner import capture
+
+PROBE_CACHE = "cuforge-probe.json"   # in a cuforge venv: its probe's answer and what it is for
 
 _PROBE = r"""
 import json, os, sys, sysconfig
@@ -57,11 +61,48 @@ class TorchInfo:
 
 def probe(python: Path) -> TorchInfo:
     """Ask ``python`` about itself and its torch (one subprocess, ~2 s with torch)."""
+    return _from_answer(_ask(python))
+
+
+def probe_venv(root: Path) -> TorchInfo:
+    """``probe`` of the venv at ``root``, answered from ``root/PROBE_CACHE`` while the venv's
+    installed distributions are the ones it was asked with: the answer depends only on them,
+    and ``import torch`` cost 3 s of every build here (the env check of a no-op rerun)."""
+    cache, key = root / PROBE_CACHE, installed_key(root)
+    try:
+        saved = json.loads(cache.read_text())
+        if saved["key"] == key:
+            return _from_answer(saved["answer"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass   # none yet, or unreadable: ask
+    answer = _ask(root / "bin" / "python")
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"key": key, "answer": answer}))
+    tmp.replace(cache)   # a reader sees the old answer or the new one, never half of one
+    return _from_answer(answer)
+
+
+def installed_key(root: Path) -> str:
+    """What the probe's answer depends on: the interpreter, and each installed distribution's
+    name and version (a dist-info dir's name, local version included: ``torch-2.14.1+cu130``),
+    with its RECORD's size and time (a reinstall of the same version rewrites it)."""
+    parts = [os.path.realpath(root / "bin" / "python"), (root / "pyvenv.cfg").read_text()]
+    for info in sorted(root.glob("lib/python*/site-packages/*.dist-info")):
+        record = info / "RECORD"
+        stat = record.stat() if record.exists() else None
+        parts.append(f"{info.name} {stat and (stat.st_size, stat.st_mtime_ns)}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _ask(python: Path) -> dict:
     out = capture([str(python), "-c", _PROBE], error=ToolchainError)
     line = next((ln for ln in out.splitlines() if ln.startswith("CUFORGE-PROBE ")), None)
     if line is None:
         raise ToolchainError(f"{python} did not answer the environment probe")
-    d = json.loads(line.removeprefix("CUFORGE-PROBE "))
+    return json.loads(line.removeprefix("CUFORGE-PROBE "))
+
+
+def _from_answer(d: dict) -> TorchInfo:
     return TorchInfo(
         python=Path(d["python"]), py_version=d["py_version"],
         site_packages=Path(d["site_packages"]), machine=d["machine"],

@@ -19,7 +19,7 @@ from .combos import Combo
 from .errors import ToolchainError
 from .runner import Step, run
 from .toolchain import Toolkit, assemble_pypi_toolkit, find_system_toolkit
-from .torchinfo import TorchInfo, probe
+from .torchinfo import TorchInfo, probe, probe_venv
 
 # What every combo env carries besides torch and the toolkit: the build front-ends.
 BUILD_TOOLS = ("pip", "setuptools>=70", "wheel", "ninja", "cmake>=3.28",
@@ -123,7 +123,7 @@ def prepare(state_dir: Path, combo: Combo, *, log: Path, verbose: bool = False,
             for step in creation_steps(state_dir, combo, str(python)):
                 run(step, log=log, stream=verbose, error=ToolchainError)
                 faults.point("env")
-        info = probe(root / "bin" / "python")
+        info = probe_venv(root)
         _check_torch(info, combo)
         toolkit = _toolkit(combo, info, root / "cuda")
         if emulator is not None:

@@ -28,7 +28,7 @@ from .elf import shared_objects
 from .fatbin import FatbinContainer, check_fatbin, read_fatbin
 from .importer import check_import
 from .report import CHECKS, CheckResult, VerifyContext, WheelReport, merge, render_table, reports_to_json
-from .smoke import ASK, SmokeScript, check_smoke, probe_device
+from .smoke import SmokeScript, check_smoke
 from .symbols import LibrarySet, check_cudart, check_symbols
 from .wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
 
@@ -126,24 +126,29 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
         sos = shared_objects(root)
         paths = import_roots(root) + list(dependency_paths)
         faults.point("verify")   # tests: die with the wheel built but not yet verified
-        # The interpreters (import, GPU probe) start first and the ELF reading runs while they
-        # load torch: one after another, they took seconds each of every spconv build.
+        # The import check and the GPU probe + smoke start first, side by side, and the ELF
+        # reading runs while they load torch: one after another, they took seconds each of
+        # every spconv build. A smoke beside an import that fails is run for nothing; its
+        # result is then not reported (the report fails already).
         importing = pool.submit(check_import, ctx.python, paths,
                                 modules or default_modules(root), timeout=timeout)
-        probing = pool.submit(probe_device, ctx.python, paths, timeout=min(timeout, 120)) \
-            if smoke is not None and smoke.gpu else None
+        smoking = pool.submit(_smoke, ctx.python, smoke, paths, root, sos, timeout) \
+            if smoke is not None else None
         results = _elf_checks(root, sos, ctx)
         imported = importing.result()
         results.append(imported)
-        if smoke is None:
+        if smoking is None:
             results.append(CheckResult("smoke", "skipped", "skipped: no smoke script in the recipe"))
-        elif imported.status == "fail":  # the report already fails; a smoke run would only crash
+        elif imported.status == "fail":
             results.append(CheckResult("smoke", "skipped", "skipped: the wheel does not import"))
         else:
-            device = probing.result() if probing else ASK
-            results.append(check_smoke(ctx.python, smoke, paths, fatbins=_fatbins(root, sos),
-                                       timeout=timeout, device=device))
+            results.append(smoking.result())
     return WheelReport(wheel, package_name(wheel), results)
+
+
+def _smoke(python: Path, smoke: SmokeScript, paths: list[Path], root: Path, sos: list[Path],
+           timeout: float) -> CheckResult:
+    return check_smoke(python, smoke, paths, fatbins=_fatbins(root, sos), timeout=timeout)
 
 
 def require_ok(reports: Iterable[WheelReport]) -> None:

@@ -168,27 +168,20 @@ def _noted(result: CheckResult, suffix: str, note: str) -> CheckResult:
                        "\n".join(filter(None, [head + suffix, note, rest])))
 
 
-ASK = "ask"   # check_smoke's default ``device``: probe it here
-
-
 def check_smoke(python: Path, script: SmokeScript | Path, paths: Sequence[Path] = (), *,
                 fatbins: Mapping[str, list[FatbinContainer]] | None = None,
-                timeout: float = 300, device: Device | None | CheckResult | str = ASK
-                ) -> CheckResult:
+                timeout: float = 300) -> CheckResult:
     """Probe the GPU, gate on fatbin coverage, then run the smoke script.
 
     No device visible -> ``skipped: no GPU``; device not covered -> skipped with the groups.
-    A script declared ``gpu=False`` skips both and runs at once. ``device``: what
-    ``probe_device`` answered, when the caller asked already (verify_wheel asks while the
-    import check runs).
+    A script declared ``gpu=False`` skips both and runs at once.
     """
     smoke = script if isinstance(script, SmokeScript) else SmokeScript(Path(script))
     if not smoke.gpu:
         note = install_requirements(python, smoke.requires, paths)
         result = run_smoke(python, smoke.path, paths, timeout=timeout)
         return _noted(result, " (declared GPU-free: run without a device probe)", note)
-    if device == ASK:
-        device = probe_device(python, paths, timeout=min(timeout, 120))
+    device = probe_device(python, paths, timeout=min(timeout, 120))
     if isinstance(device, CheckResult):
         return device
     if device is None:

@@ -1,0 +1,62 @@
+"""The env probe of a cuforge venv (``import torch`` in it, 3 s of every build) is answered
+from the venv's cache while its installed distributions are the ones it was asked with, and
+asked again as soon as one is added, removed or reinstalled. Real venvs, real interpreters."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from cuforge.torchinfo import PROBE_CACHE, probe_venv
+
+
+def _venv(tmp_path: Path) -> Path:
+    root = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    return root
+
+
+def _mark_cached_answer(root: Path) -> None:
+    """Make the saved answer recognisable: only a cached answer says this machine."""
+    cache = root / PROBE_CACHE
+    saved = json.loads(cache.read_text())
+    saved["answer"]["machine"] = "from-the-cache"
+    cache.write_text(json.dumps(saved))
+
+
+def _site(root: Path) -> Path:
+    return next(root.glob("lib/python*/site-packages"))
+
+
+def test_the_second_probe_is_answered_from_the_cache(tmp_path):
+    root = _venv(tmp_path)
+    first = probe_venv(root)
+    assert first.machine != "from-the-cache" and not first.has_torch   # really asked
+    assert Path(first.python).parent == root / "bin"
+    _mark_cached_answer(root)
+    assert probe_venv(root).machine == "from-the-cache"
+
+
+def test_an_installed_or_reinstalled_distribution_asks_again(tmp_path):
+    root = _venv(tmp_path)
+    probe_venv(root)
+    _mark_cached_answer(root)
+    dist = _site(root) / "demo-1.0.dist-info"
+    dist.mkdir()
+    (dist / "RECORD").write_text("demo/__init__.py,,\n")
+    assert probe_venv(root).machine != "from-the-cache"      # a new distribution
+    _mark_cached_answer(root)
+    (dist / "RECORD").write_text("demo/__init__.py,,\ndemo/more.py,,\n")   # reinstalled
+    assert probe_venv(root).machine != "from-the-cache"
+    _mark_cached_answer(root)
+    dist.rename(_site(root) / "demo-1.1.dist-info")          # another version
+    assert probe_venv(root).machine != "from-the-cache"
+
+
+def test_an_unreadable_cache_is_asked_again_and_rewritten(tmp_path):
+    root = _venv(tmp_path)
+    (root / PROBE_CACHE).write_text('{"key": ')
+    assert probe_venv(root).machine != "from-the-cache"
+    assert json.loads((root / PROBE_CACHE).read_text())["key"]
