@@ -15,6 +15,9 @@ installed, so the shim turns it back on.
 
 ``CUFORGE_SERIAL_EXTENSIONS=1`` turns it off. Nothing happens unless setuptools' build_ext
 module is imported, so every other Python process pays nothing.
+
+pccm's code generation (spconv, cumm) is done once per build dir while its inputs stay the
+same: cuforge_pccm.py, next to this file, patched in when ``pccm.builder`` is imported.
 """
 
 from __future__ import annotations
@@ -78,11 +81,20 @@ def _patch(module) -> None:
         cls.run = _run_with_ninja
 
 
+def _patch_pccm(module) -> None:
+    import cuforge_pccm   # this shim's own module, next to this file
+    cuforge_pccm.patch(module)
+
+
 class _Hook(importlib.abc.MetaPathFinder):
-    """Patches build_ext right after it is imported."""
+    """Patches build_ext (and pccm's builder) right after it is imported."""
+
+    def __init__(self, patches: dict) -> None:
+        self.patches = patches   # module name -> its patch
 
     def find_spec(self, name, path, target=None):
-        if name not in TARGETS:
+        patch = self.patches.get(name)
+        if patch is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -91,7 +103,7 @@ class _Hook(importlib.abc.MetaPathFinder):
 
         def exec_module(module) -> None:
             run(module)
-            _patch(module)
+            patch(module)
         spec.loader.exec_module = exec_module
         return spec
 
@@ -106,6 +118,8 @@ def _chain_to_the_real_sitecustomize() -> None:
         spec.loader.exec_module(module)
 
 
+_PATCHES = {"pccm.builder": _patch_pccm}
 if os.environ.get("CUFORGE_SERIAL_EXTENSIONS") != "1":
-    sys.meta_path.insert(0, _Hook())
+    _PATCHES.update(dict.fromkeys(TARGETS, _patch))
+sys.meta_path.insert(0, _Hook(_PATCHES))
 _chain_to_the_real_sitecustomize()
