@@ -86,7 +86,8 @@ def installed_key(root: Path) -> str:
     """What the probe's answer depends on: the interpreter, and each installed distribution's
     name and version (a dist-info dir's name, local version included: ``torch-2.14.1+cu130``),
     with its RECORD's size and time (a reinstall of the same version rewrites it)."""
-    parts = [os.path.realpath(root / "bin" / "python"), (root / "pyvenv.cfg").read_text()]
+    cfg = root / "pyvenv.cfg"
+    parts = [os.path.realpath(root / "bin" / "python"), cfg.read_text() if cfg.is_file() else ""]
     for info in sorted(root.glob("lib/python*/site-packages/*.dist-info")):
         record = info / "RECORD"
         stat = record.stat() if record.exists() else None
