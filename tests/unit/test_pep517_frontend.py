@@ -26,7 +26,7 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     raise RuntimeError("the metadata hook must not be called")
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     _record("build_wheel", config_settings=config_settings, cwd=os.getcwd(),
-            shim=os.environ.get("PYTHONPATH", ""))
+            shim=os.environ.get("PYTHONPATH", ""), path=sys.path)
     if os.environ.get("FAIL_BUILD"):
         raise SystemExit(3)
     if os.environ.get("RAISE"):
@@ -114,3 +114,13 @@ def test_an_exception_in_the_backend_is_exit_1_with_its_traceback_in_the_log(tmp
     assert "RuntimeError: the backend broke" in run.stderr   # the backend's, for the build log
     assert "backend's build_wheel failed (exit 1)" in run.stderr.splitlines()[-1]
     assert not list(out.glob("*.whl"))
+
+
+def test_pythonpath_stays_on_sys_path_under_safe_path(tmp_path):
+    """With PYTHONSAFEPATH, ``-c`` puts no cwd first: the hook must not overwrite sys.path[0]
+    (it would be the shim, PYTHONPATH's first entry)."""
+    src, out, log = _tree(tmp_path), tmp_path / "out", tmp_path / "hooks.jsonl"
+    run = _build(src, out, log, env={"PYTHONPATH": "/the/shim", "PYTHONSAFEPATH": "1"})
+    assert run.returncode == 0, run.stderr
+    call = json.loads(log.read_text().splitlines()[0])
+    assert "/the/shim" in call["path"]

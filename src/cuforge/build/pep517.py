@@ -39,7 +39,8 @@ FAST_EXIT = """\
 import atexit, os, runpy, sys
 script = sys.argv[1]
 sys.argv[:] = sys.argv[1:]
-sys.path[0] = os.path.dirname(script)
+if not getattr(sys.flags, "safe_path", False):   # -c put the cwd first, a script its own dir
+    sys.path[0] = os.path.dirname(script)
 code = 1
 def _leave():
     sys.stdout.flush()
