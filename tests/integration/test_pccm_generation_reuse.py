@@ -78,11 +78,14 @@ def test_a_changed_input_or_a_lost_source_generates_again(tmp_path):
     (tree.root / "setup.py").write_text(SETUP + "# another setup.py\n")   # setup.py's text
     assert tree.build(CUMM_CUDA_ARCH_LIST="8.6").returncode == 0
     assert tree.generations() == 3
-    next((tree.root / "build").rglob("alpha.cc")).unlink()           # a generated source
+    (tree.root / "version.txt").write_text("2.3.9\n")               # a data file of the tree
     assert tree.build(CUMM_CUDA_ARCH_LIST="8.6").returncode == 0
     assert tree.generations() == 4
-    assert tree.build(CUMM_CUDA_ARCH_LIST="8.6", CUFORGE_PCCM_REGENERATE="1").returncode == 0
+    next((tree.root / "build").rglob("alpha.cc")).unlink()           # a generated source
+    assert tree.build(CUMM_CUDA_ARCH_LIST="8.6").returncode == 0
     assert tree.generations() == 5
+    assert tree.build(CUMM_CUDA_ARCH_LIST="8.6", CUFORGE_PCCM_REGENERATE="1").returncode == 0
+    assert tree.generations() == 6
 
 
 def test_a_rewritten_module_with_the_same_text_is_the_same_input(tmp_path):
