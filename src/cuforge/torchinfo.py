@@ -83,11 +83,14 @@ def probe_venv(root: Path) -> TorchInfo:
 
 
 def installed_key(root: Path) -> str:
-    """What the probe's answer depends on: the interpreter, and each installed distribution's
-    name and version (a dist-info dir's name, local version included: ``torch-2.14.1+cu130``),
-    with its RECORD's size and time (a reinstall of the same version rewrites it)."""
+    """What the probe's answer depends on: the venv's path and interpreter, and each installed
+    distribution's name and version (a dist-info dir's name, local version included:
+    ``torch-2.14.1+cu130``), with its RECORD's size and time (a reinstall rewrites it)."""
     cfg = root / "pyvenv.cfg"
-    parts = [os.path.realpath(root / "bin" / "python"), cfg.read_text() if cfg.is_file() else ""]
+    # the answer's paths are as seen from ``root`` (a clone's envs/ may link to a shared venv):
+    # the path asked through is part of the key, not only where it leads
+    parts = [str(root.absolute()), os.path.realpath(root / "bin" / "python"),
+             cfg.read_text() if cfg.is_file() else ""]
     for info in sorted(root.glob("lib/python*/site-packages/*.dist-info")):
         record = info / "RECORD"
         stat = record.stat() if record.exists() else None

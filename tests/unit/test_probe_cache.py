@@ -60,3 +60,13 @@ def test_an_unreadable_cache_is_asked_again_and_rewritten(tmp_path):
     (root / PROBE_CACHE).write_text('{"key": ')
     assert probe_venv(root).machine != "from-the-cache"
     assert json.loads((root / PROBE_CACHE).read_text())["key"]
+
+
+def test_a_venv_reached_through_a_link_is_asked_through_that_path(tmp_path):
+    """Two clones link their envs/ to one venv: each answer's paths are its own clone's (the
+    CMake build of the second clone must see its own interpreter path)."""
+    root = _venv(tmp_path)
+    link = tmp_path / "clone-b-env"
+    link.symlink_to(root)
+    assert Path(probe_venv(root).python).parent == root / "bin"
+    assert Path(probe_venv(link).python).parent == link / "bin"
