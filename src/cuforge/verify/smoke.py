@@ -162,8 +162,15 @@ def install_requirements(python: Path, requires: Sequence[str], paths: Sequence[
 
 
 def _noted(result: CheckResult, suffix: str, note: str) -> CheckResult:
-    """``result`` with ``suffix`` on its summary line and ``note`` as an extra detail line."""
+    """``result`` with ``suffix`` on its summary line (unless the script said it already) and
+    ``note`` as an extra detail line.
+
+    >>> _noted(CheckResult("smoke", "pass", "passed: ok on H200 (sm_90)"), " on H200 (sm_90)", "").detail
+    'passed: ok on H200 (sm_90)'
+    """
     head, _, rest = result.detail.partition("\n")
+    if suffix.strip() and suffix.strip() in head:   # a script that names its device itself
+        suffix = ""
     return CheckResult(result.check, result.status,
                        "\n".join(filter(None, [head + suffix, note, rest])))
 
