@@ -131,6 +131,7 @@ class Executor:
         running: dict[Future, PackagePlan] = {}
         free = self.plan.jobs
         stop: CuforgeError | None = None
+        runner.resume()   # an earlier interrupted build in this process stopped the runner
         with live_progress(console) as progress, ThreadPoolExecutor(max(1, self.plan.jobs)) as pool:
             self.progress = progress
             try:
@@ -222,6 +223,8 @@ class Executor:
             recipe_digest=dict(pkg.inputs)["recipe"], plan_key=pkg.key,   # as planned
             compiler_cache=self.cache_reports[pkg.name].as_dict() if how == "compiled" else {},
             runtime_installed=self.runtime.get(upstream, []))   # keyed before pinning
+        if runner.stopping():   # interrupted while this thread verified: publish nothing
+            raise BuildError(f"{recipe.name}: interrupted before it was published")
         self.house.publish(wheel, entry)
         console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
                       f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "

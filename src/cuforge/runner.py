@@ -25,6 +25,8 @@ SUPERVISOR = Path(__file__).resolve().parent / "supervisor.py"
 _LIVE: set[subprocess.Popen] = set()     # running commands (packages build side by side)
 _LIFELINES: dict[int, int] = {}          # supervisor pid -> the write end of its lifeline
 _LIVE_LOCK = threading.Lock()
+_CHECKS: set[subprocess.Popen] = set()   # verification's interpreters (own sessions)
+_STOPPING = threading.Event()   # set by stop_all: an interrupted build starts nothing more
 # descriptors the supervisors of this context's commands keep open (``hold``)
 _held: ContextVar[tuple[int, ...]] = ContextVar("cuforge_held_fds", default=())
 
@@ -71,6 +73,9 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     lines start with ``prefix`` (the package name, when several build at once).
     ``$CUFORGE_TRACE``, when set, names a file that gets one JSON line per command run.
     """
+    if _STOPPING.is_set():   # another thread was interrupted: this one starts nothing new
+        raise error(f"{step.description or shlex.join(step.argv[:3])}: not started, the build "
+                    "was interrupted")
     if trace := os.environ.get("CUFORGE_TRACE"):
         with open(trace, "a") as f:
             f.write(json.dumps({"argv": list(step.argv), "env": dict(step.env)}) + "\n")
@@ -111,14 +116,45 @@ def note(log: Path, line: str) -> None:
 
 def stop_all() -> None:
     """Stop every running command's process tree (an interrupt reaches only the main thread;
-    commands run by other threads are stopped from there)."""
+    commands run by other threads are stopped from there), and verification's interpreters;
+    from now on ``stopping()`` is true and no command starts."""
+    _STOPPING.set()
     with _LIVE_LOCK:
-        procs = list(_LIVE)
+        procs, checks = list(_LIVE), list(_CHECKS)
+    for check in checks:
+        try:
+            os.killpg(check.pid, signal.SIGKILL)   # it leads its own session: its group is its tree
+        except ProcessLookupError:
+            pass
     for proc in procs:   # all at once: each supervisor ends its tree in parallel
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     for proc in procs:
         _stop_group(proc)
+
+
+def stopping() -> bool:
+    """True once ``stop_all`` ran: what a build thread finishes after an interrupt is not
+    published."""
+    return _STOPPING.is_set()
+
+
+def resume() -> None:
+    """Start commands again (a new build in the same process, after an interrupted one)."""
+    _STOPPING.clear()
+
+
+@contextmanager
+def watched(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """Let ``stop_all`` kill ``proc``'s session (a verification interpreter, which runs in
+    no supervisor): an interrupt must not wait for a smoke test to finish."""
+    with _LIVE_LOCK:
+        _CHECKS.add(proc)
+    try:
+        yield proc
+    finally:
+        with _LIVE_LOCK:
+            _CHECKS.discard(proc)
 
 
 def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runner import watched
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -79,12 +81,13 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
                                 env=python_env(paths, env, plain_loader=plain_loader),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 errors="replace", start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            return Outcome(None, out, err, timed_out=True)
+        with watched(proc):   # an interrupted build kills it (runner.stop_all)
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                out, err = proc.communicate()
+                return Outcome(None, out, err, timed_out=True)
     return Outcome(proc.returncode, out, err)
 
 
