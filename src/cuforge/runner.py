@@ -122,10 +122,7 @@ def stop_all() -> None:
     with _LIVE_LOCK:
         procs, checks = list(_LIVE), list(_CHECKS)
     for check in checks:
-        try:
-            os.killpg(check.pid, signal.SIGKILL)   # it leads its own session: its group is its tree
-        except ProcessLookupError:
-            pass
+        kill_session(check)
     for proc in procs:   # all at once: each supervisor ends its tree in parallel
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -142,6 +139,15 @@ def stopping() -> bool:
 def resume() -> None:
     """Start commands again (a new build in the same process, after an interrupted one)."""
     _STOPPING.clear()
+
+
+def kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group of ``proc``, started with ``start_new_session``: the group
+    holds only what it started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 @contextmanager

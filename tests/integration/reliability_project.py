@@ -143,3 +143,12 @@ def assert_only_verified_wheels(proj: Path) -> None:
         match = [l for l in lines if l["wheel"] == wheel.name and l["wheel_sha256"] == digest]
         assert match, f"{wheel} is not in the manifest with its sha256"
         assert match[-1]["status"] in ("compiled", "prebuilt") and match[-1]["checks"]
+
+
+def alive(pid: int) -> bool:
+    """``pid`` runs (a zombie or a gone process does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")

@@ -20,8 +20,8 @@ import pytest
 
 from cuforge.faults import POINTS
 
-from reliability_project import (COMBO_DIR, assert_only_verified_wheels, build, link_combo_env,
-                                 make_project, manifest_lines)
+from reliability_project import (COMBO_DIR, alive, assert_only_verified_wheels, build,
+                                 link_combo_env, make_project, manifest_lines)
 
 pytestmark = pytest.mark.slow
 
@@ -40,11 +40,7 @@ def _gone(pid: int, wait: float = 10) -> bool:
     """``pid`` has exited (or is a zombie) within ``wait`` seconds: SIGKILL takes a moment."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state in ("Z", "X"):
+        if not alive(pid):
             return True
         time.sleep(0.2)
     return False

@@ -11,11 +11,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from reliability_project import link_combo_env, make_project, manifest_lines
+from reliability_project import alive, link_combo_env, make_project, manifest_lines
 
 pytestmark = pytest.mark.slow
 
@@ -23,14 +22,6 @@ HANGING_SMOKE = """import os, sys, time
 open(os.environ["SMOKE_PIDFILE"], "w").write(str(os.getpid()))
 time.sleep(600)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def test_sigterm_during_the_smoke_stops_it_and_publishes_nothing(tmp_path):
@@ -57,7 +48,7 @@ def test_sigterm_during_the_smoke_stops_it_and_publishes_nothing(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-3000:]
     assert time.monotonic() - stopped < 15, "cuforge waited for the smoke to finish"
-    assert not _alive(smoke), "the smoke test still ran after cuforge stopped"
+    assert not alive(smoke), "the smoke test still ran after cuforge stopped"
     assert not list((proj / "wh").rglob("*.whl")), "an interrupted build published its wheel"
     assert "interrupted" in err
     assert not [line for line in manifest_lines(proj) if line.get("status") == "compiled"]

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from reliability_project import alive
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 DRIVER = """
@@ -29,14 +31,6 @@ try:
 except KeyboardInterrupt:
     sys.exit(130)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def _as_from_a_terminal() -> None:
@@ -58,7 +52,7 @@ def _start_driver(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
         assert time.monotonic() < deadline and driver.poll() is None, "the step did not start"
         time.sleep(0.05)
     compilers = [int(f.read_text()) for f in files]
-    assert all(_alive(p) for p in compilers)
+    assert all(alive(p) for p in compilers)
     return driver, compilers
 
 
@@ -89,9 +83,9 @@ def test_no_compiler_is_left_5_s_after_cuforge_dies(tmp_path, death):
     DEATHS[death](driver)
     driver.wait(timeout=30)
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in compilers) and time.monotonic() < deadline:
+    while any(alive(p) for p in compilers) and time.monotonic() < deadline:
         time.sleep(0.05)
-    left = [p for p in compilers if _alive(p)]
+    left = [p for p in compilers if alive(p)]
     for pid in left:                           # do not leave them to the next test
         os.kill(pid, signal.SIGKILL)
     assert not left, f"{death}: {len(left)} of the step's processes still ran after 5 s"

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runner import watched
+from ..runner import kill_session, watched
 
 
 @dataclass(frozen=True)
@@ -85,15 +85,7 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
             try:
                 out, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
+                kill_session(proc)
                 out, err = proc.communicate()
                 return Outcome(None, out, err, timed_out=True)
     return Outcome(proc.returncode, out, err)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    # The child leads its own session (start_new_session), so its group holds only what it started.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

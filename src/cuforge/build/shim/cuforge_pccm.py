@@ -9,9 +9,10 @@ each spconv build here, paid again by the rerun of a killed build before ninja r
 Here ``build_pybind`` saves what it hands to ccimport, next to its output, under a key of
 everything the generation reads: its arguments, every loaded module's file, the source tree's
 files, and the environment. A later call with the same key and every generated source still
-on disk calls ccimport with the saved arguments at once; ninja then decides, as before. The save is written before ninja starts, so a build killed while compiling resumes
-without generating again. On spconv's real tree here, a rebuild with nothing to compile went
-from 27.8 s to 15.7 s, and the wheel's files were byte for byte the same.
+on disk calls ccimport with the saved arguments at once; ninja then decides, as before. The
+save is written before ninja starts, so a build killed while compiling resumes without
+generating again. On spconv's real tree here, a rebuild with nothing to compile went from
+27.8 s to 15.7 s, and the wheel's files were byte for byte the same.
 ``CUFORGE_PCCM_REGENERATE=1`` generates anyway.
 """
 
@@ -24,6 +25,8 @@ import sys
 from pathlib import Path
 
 SUFFIX = ".cuforge-generated"   # next to build_pybind's out_path, in the package's build dir
+PER_RUN = {"CUFORGE_SLOTS"}   # the compile-slot pool of this run (a new FIFO each run)
+OUTPUTS = {"build", "dist", ".git", ".cuforge-patches"}   # in the tree, but no input
 
 
 def patch(builder) -> None:
@@ -69,13 +72,10 @@ def _key(out_path, args: tuple, kwargs: dict) -> str:
     files = {getattr(m, "__file__", None) for m in list(sys.modules.values())} - set(tree)
     parts = [repr((str(out_path), args, sorted(kwargs.items())))]
     parts += [f"{name} {_digest(name)}" for name in tree]
-    parts += [f"{name} {_identity(name)}" for name in sorted(f for f in files if isinstance(f, str))]
+    parts += [f"{name} {_identity(name)}"
+              for name in sorted(f for f in files if isinstance(f, str))]
     parts += [f"{k}={v}" for k, v in sorted(os.environ.items()) if k not in PER_RUN]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-PER_RUN = {"CUFORGE_SLOTS"}   # the compile-slot pool of this run (a new FIFO each run)
-OUTPUTS = {"build", "dist", ".git", ".cuforge-patches"}   # in the tree, but no input
 
 
 def _tree_files(root: Path) -> list[str]:
