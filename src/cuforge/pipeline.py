@@ -17,7 +17,7 @@ from filelock import FileLock, Timeout
 from rich.markup import escape
 
 from . import compiler_cache, emulation, faults, runner, slots, sources, syslibs, venv
-from .build import cmake_seed
+from .builders import cmake_seed
 from . import builddeps
 from .combos import Combo
 from .console import BuildProgress, live_progress, make_console, verdict_line

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import builddeps, compiler_cache, slots, sources
 from .arches import ArchList, check_supported
-from .build import BuildJob, cmake_seed, steps_for
+from .builders import BuildJob, cmake_seed, steps_for
 from .compiler_cache import ActiveCache
 from .combos import Combo
 from .console import make_console
@@ -334,7 +334,7 @@ def _run_all(steps) -> list[Action]:
 
 def _with_cmake_seed(job: BuildJob, runs: list[Action]) -> list[Action]:
     """A CMake build with a compiler cache: CMake's compiler detection is seeded into a fresh
-    build dir before, and kept after (build/cmake_seed.py)."""
+    build dir before, and kept after (builders/cmake_seed.py)."""
     if job.recipe.kind != "cmake" or job.cache is None or not runs:
         return runs
     step = runs[0].step

@@ -1,4 +1,4 @@
-"""CMake's compiler detection kept and seeded into a fresh build dir (build/cmake_seed.py), with
+"""CMake's compiler detection kept and seeded into a fresh build dir (builders/cmake_seed.py), with
 the combo env's real cmake and nvcc on a C/C++/CUDA project: the seeded configure skips
 detection and writes the build.ninja CMake writes when it configures an existing build dir
 again. Configure only (no compile): seconds."""
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge.build import cmake_seed  # noqa: E402
+from cuforge.builders import cmake_seed  # noqa: E402
 
 pytestmark = pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
 

@@ -120,7 +120,7 @@ def test_dry_run_prints_commands_and_env_and_builds_nothing(built, tmp_path):
     assert "export TORCH_CUDA_ARCH_LIST='9.0;12.0+PTX'" in text
     assert "export CUDAARCHS='90-real;120'" in text
     assert "export CUDA_HOME=" in text and "export NVCC_APPEND_FLAGS='-t " in text
-    assert "-m cuforge.build.pep517 --python " in text   # one build_wheel call, no pip
+    assert "-m cuforge.builders.pep517 --python " in text   # one build_wheel call, no pip
     assert "cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real;120" in text
     assert not (tmp_path / "wh").exists()
 

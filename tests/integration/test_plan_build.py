@@ -111,7 +111,7 @@ def _dry_run_commands(text: str) -> list[dict]:
 def _built(ran: list[dict]) -> list[str]:
     """Packages whose wheel was built: the source dir at the end of each build command."""
     return sorted(Path(c["argv"][-1]).parent.name for c in ran
-                  if "cuforge.build.pep517" in c["argv"])
+                  if "cuforge.builders.pep517" in c["argv"])
 
 
 def _key(cmd: dict) -> str:

@@ -98,7 +98,7 @@ def test_dry_run_commands_are_the_plan_commands(tmp_path):
     project, combo, env = _setup(tmp_path)
     pkg = _plan(project, combo, env).package("a")
     (cmd,) = pkg.commands()
-    assert cmd.argv[-1] == str(pkg.src) and "cuforge.build.pep517" in cmd.argv
+    assert cmd.argv[-1] == str(pkg.src) and "cuforge.builders.pep517" in cmd.argv
     assert dict(cmd.env)["TORCH_CUDA_ARCH_LIST"] == "12.0;12.1+PTX"
 
 
@@ -172,12 +172,12 @@ def test_packages_built_together_share_compile_slots_and_keep_their_keys(tmp_pat
     slot = project.state_dir / "slots" / "take-slot"
     assert slot.is_file()
     (build,) = [a.step for a in pooled.package("a").actions
-                if a.step and "cuforge.build.pep517" in a.step.argv]
+                if a.step and "cuforge.builders.pep517" in a.step.argv]
     step_env = dict(build.env)
     assert step_env["PYTORCH_NVCC"].startswith(f"{slot} ")
     assert f"exec {slot} " in Path(step_env["CXX"]).read_text()
     (alone,) = [a.step for a in serial.package("a").actions
-                if a.step and "cuforge.build.pep517" in a.step.argv]
+                if a.step and "cuforge.builders.pep517" in a.step.argv]
     assert str(slot) not in dict(alone.env).get("PYTORCH_NVCC", "")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuforge import compiler_cache as cc
-from cuforge.build import cmake, setuptools
+from cuforge.builders import cmake, setuptools
 from cuforge.errors import ConfigError
 
 
@@ -91,7 +91,7 @@ def _active(tmp_path: Path) -> cc.ActiveCache:
 
 def _job(tmp_path: Path, kind: str = "setuptools", **kw):
     from cuforge.arches import parse_arch_list
-    from cuforge.build import BuildJob
+    from cuforge.builders import BuildJob
     from cuforge.recipes import Recipe, Source
     recipe = Recipe(name="demo", kind=kind, source=Source(path="native/demo"))
     return BuildJob(recipe, Path("py"), tmp_path, tmp_path, tmp_path, parse_arch_list("12.0"),
@@ -139,7 +139,7 @@ def test_cxx_launcher_runs_the_compiler(tmp_path):
 
 def test_cmake_launchers_are_always_on_the_command_line(tmp_path):
     from cuforge.arches import parse_arch_list
-    from cuforge.build import BuildJob
+    from cuforge.builders import BuildJob
     from cuforge.recipes import Recipe, Source
     recipe = Recipe(name="demo", kind="cmake", source=Source(path="native/demo"))
     job = BuildJob(recipe, Path("py"), tmp_path, tmp_path, tmp_path, parse_arch_list("12.0"),

@@ -43,7 +43,7 @@ class BuildJob:
 
 def kind_module(kind: str) -> ModuleType:
     """A kind's module (each of recipes.BUILD_KINDS is one here), imported when first used:
-    ``python -m cuforge.build.pep517`` imports this package, and an eager import of the kinds
+    ``python -m cuforge.builders.pep517`` imports this package, and an eager import of the kinds
     (which import pep517) would load that module twice (runpy's RuntimeWarning in every
     build log)."""
     return importlib.import_module(f"{__name__}.{kind}")

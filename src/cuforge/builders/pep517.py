@@ -1,7 +1,7 @@
 """Build a wheel with one PEP 517 ``build_wheel`` call, the build command of the setuptools
 and cmake kinds::
 
-    python -m cuforge.build.pep517 --python ENV_PYTHON --outdir DIR [-C KEY=VALUE ...] SRC
+    python -m cuforge.builders.pep517 --python ENV_PYTHON --outdir DIR [-C KEY=VALUE ...] SRC
 
 Why not ``pip wheel --no-build-isolation --no-deps``, which it replaces: pip first asks the
 backend for the wheel's metadata (``prepare_metadata_for_build_wheel``), and for setuptools
@@ -98,13 +98,13 @@ def command(job, settings: dict[str, str] | None = None) -> list[str]:
     cuforge's own runs this; ``settings`` (a kind's) and the recipe's ``config_settings``
     become ``-C`` options."""
     merged = {**(settings or {}), **dict(job.recipe.config_settings)}
-    return [sys.executable, "-m", "cuforge.build.pep517", "--python", str(job.python),
+    return [sys.executable, "-m", "cuforge.builders.pep517", "--python", str(job.python),
             "--outdir", str(job.out_dir), *(f"-C{k}={v}" for k, v in merged.items()),
             str(job.src_dir)]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cuforge.build.pep517",
+    parser = argparse.ArgumentParser(prog="python -m cuforge.builders.pep517",
                                      description="one PEP 517 build_wheel call, no isolation")
     parser.add_argument("--python", required=True, help="the interpreter that runs the hooks")
     parser.add_argument("--outdir", required=True, type=Path)
