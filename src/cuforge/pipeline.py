@@ -19,15 +19,16 @@ from rich.markup import escape
 from . import compiler_cache, emulation, faults, runner, slots, sources, syslibs, venv
 from .builders import cmake_seed
 from . import builddeps
+from .checks import check_summaries, embedded_arches, log_report, smoke_script
 from .combos import Combo
 from .console import BuildProgress, live_progress, make_console, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
-from .plan import (Action, PackagePlan, Plan, effective_policy, make_plan,  # noqa: F401
-                   wheel_dir)
+from .plan import Action, PackagePlan, Plan, make_plan
 from .project import Project
 from .recipes import Recipe, load_recipes, plan
 from .runner import Step, listen, run
 from .wheelhouse import Entry, Wheelhouse, sha256_of
+from .wheelmeta import runtime_requirements
 
 console = make_console(stderr=True)
 
@@ -99,7 +100,7 @@ def build(project: Project, req: BuildRequest) -> Outcome:
     with slots.pool(project.state_dir, the_plan.jobs) if the_plan.pooled else nullcontext():
         outcome = Executor(project, req, env, the_plan, log_dir, frozenset(recipes)).run()
     if req.upstream_tests:
-        from .verifycmd import upstream_stage
+        from .suites import upstream_stage
         upstream_stage(project, env.python, combo, the_plan.wheel_dir, outcome.entries,
                        {r.name: r for r in order}, dict(req.src_overrides), console)
     return outcome
@@ -361,7 +362,7 @@ class Executor:
     def _try_prebuilt(self, pkg: PackagePlan, log: Path):
         """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
         passes the ABI, symbol, CUDA-runtime, fatbin and import checks. (result, why-not)."""
-        from .verify import verify_wheel
+        from .verify import context_from, verify_wheel
         try:
             for action in pkg.prebuilt:
                 if action.kind != "gate":
@@ -374,7 +375,7 @@ class Executor:
         except CuforgeError as err:
             return None, f"prebuilt {wheel.name}: its requirements do not install ({err})"
         smoke = None if self.req.skip_smoke else smoke_script(self.project, pkg.recipe)
-        report = verify_wheel(wheel, verify_context(self.env, pkg.archs), smoke=smoke,
+        report = verify_wheel(wheel, context_from(self.env.info, pkg.archs), smoke=smoke,
                               modules=list(pkg.recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))
         bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
@@ -386,12 +387,12 @@ class Executor:
 
     def _verify(self, pkg: PackagePlan, wheel: Path, log: Path
                 ) -> tuple[dict[str, str], dict[str, list[str]]]:
-        from .verify import verify_wheel   # the verification layer
+        from .verify import context_from, verify_wheel   # the verification layer
         self._install_runtime_requirements(wheel, log)
         recipe = pkg.recipe
         archs = pkg.archs if recipe.arches.device_code and not (
             recipe.kind == "prebuilt" and not recipe.arches.supported) else None
-        ctx = verify_context(self.env, archs)
+        ctx = context_from(self.env.info, archs)
         smoke = None if self.req.skip_smoke else smoke_script(self.project, recipe)
         report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))
@@ -489,58 +490,6 @@ def describe_sources(recipe: Recipe) -> str:
     return recipe.source.describe() + extra
 
 
-def runtime_requirements(wheel: Path) -> list[str]:
-    """The wheel's own ``Requires-Dist`` (extras left out): what ``pip install`` of it would
-    bring, so the import check sees what a user's install sees (torch-sparse needs scipy)."""
-    import zipfile
-
-    from packaging.requirements import InvalidRequirement, Requirement
-    with zipfile.ZipFile(wheel) as zf:
-        meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
-        text = zf.read(meta).decode(errors="replace") if meta else ""
-    reqs = []
-    for line in text.splitlines():
-        if not line.startswith("Requires-Dist:"):
-            continue
-        try:
-            req = Requirement(line.split(":", 1)[1].strip())
-        except InvalidRequirement:
-            continue
-        if req.marker and "extra" in str(req.marker):
-            continue
-        if req.marker and not req.marker.evaluate():
-            continue
-        reqs.append(str(req))
-    return reqs
-
-
-def log_report(log: Path, report) -> None:
-    """Every check's verdict and detail into the package's log: the console shows one word per
-    check, and a passing smoke's message (what it compared, on which GPU) is evidence too."""
-    with open(log, "a") as sink:
-        sink.write(f"\n# verification of {report.wheel.name}\n")
-        for check, summary in check_summaries(report).items():
-            sink.write(f"{check}: {summary}\n")
-
-
-def check_summaries(report) -> dict[str, str]:
-    """``{check: "status: detail"}`` for the manifest (details that start with their status,
-    like "skipped: no GPU", are not prefixed twice)."""
-    return {r.check: r.detail if r.detail.startswith(r.status) else
-            f"{r.status}: {r.detail}" if r.detail else r.status for r in report.results}
-
-
-def verify_context(env: venv.ComboEnv, archs):
-    from .verify import context_from
-    return context_from(env.info, archs)
-
-
-def smoke_script(project: Project, recipe: Recipe):
-    from .verify import SmokeScript
-    path = recipe.smoke.path(project, recipe.name)
-    return SmokeScript(path, recipe.smoke.gpu, recipe.smoke.requires) if path.is_file() else None
-
-
 def _single_wheel(staging: Path, recipe: Recipe) -> Path:
     wheels = sorted(staging.glob("*.whl"))
     if len(wheels) != 1:
@@ -564,22 +513,3 @@ def _failed_entry(combo: Combo, recipe: Recipe, reason: str, log: Path, started:
                  source=recipe.source.describe(), torch=combo.torch, python=combo.python,
                  arches_requested=combo.arches.torch(), log=str(log),
                  build_seconds=round(time.monotonic() - started, 1))
-
-
-def embedded_arches(wheel: Path) -> dict[str, list[str]]:
-    """SASS and PTX arch numbers embedded in all ``.so`` files of ``wheel``, read from their
-    ``.nv_fatbin`` sections (what is really there, not what was requested)."""
-    import tempfile
-
-    from .verify.elf import shared_objects
-    from .verify.fatbin import read_fatbin
-    from .verify.wheel import unpack
-    sass: set = set()
-    ptx: set = set()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = unpack(wheel, Path(tmp))
-        for so in shared_objects(root):
-            for container in read_fatbin(so) or []:
-                sass.update(container.sass)
-                ptx.update(container.ptx)
-    return {"sass": [a.number for a in sorted(sass)], "ptx": [a.number for a in sorted(ptx)]}

@@ -356,3 +356,25 @@ def _pin_problems(wheel: Path, target: Target, house: Mapping[str, str]) -> list
         if exact != [house[found]]:
             problems.append(f"requires {req}, but the wheelhouse has {found} {house[found]}")
     return problems
+
+
+def runtime_requirements(wheel: Path) -> list[str]:
+    """The wheel's own ``Requires-Dist`` (extras left out): what ``pip install`` of it would
+    bring, so the import check sees what a user's install sees (torch-sparse needs scipy)."""
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+        text = zf.read(meta).decode(errors="replace") if meta else ""
+    reqs = []
+    for line in text.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        try:
+            req = Requirement(line.split(":", 1)[1].strip())
+        except InvalidRequirement:
+            continue
+        if req.marker and "extra" in str(req.marker):
+            continue
+        if req.marker and not req.marker.evaluate():
+            continue
+        reqs.append(str(req))
+    return reqs

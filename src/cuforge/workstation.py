@@ -97,7 +97,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
 
 # -- the plan --------------------------------------------------------------------------------
 def make_plan(project: Project, req: SetupRequest) -> Plan:
-    from .pipeline import wheel_dir
+    from .plan import wheel_dir
     stack = load_stack(project, req.stack)
     recipes = load_recipes(project)
     unknown = [n for n in (*stack.packages, *stack.optional) if n not in recipes]
@@ -268,7 +268,7 @@ def installable(p: Plan) -> tuple[list[tuple[Recipe, Path]], list[str]]:
 def _install_wheels(python: Path, p: Plan, out: Console) -> None:
     """The stack's wheels without dependency resolution (their pins name each other and torch),
     then those of their runtime requirements the venv does not already see, torch left out."""
-    from .pipeline import runtime_requirements
+    from .wheelmeta import runtime_requirements
     base = _base_python(p.combo)
     pairs, left_out = installable(p)
     wheels = [w for _, w in pairs]

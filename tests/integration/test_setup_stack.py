@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cuforge.combos import select_combo
-from cuforge.pipeline import wheel_dir
+from cuforge.plan import wheel_dir
 from cuforge.project import Project
 from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
 

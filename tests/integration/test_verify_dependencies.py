@@ -15,7 +15,7 @@ import verify_builders as vb  # noqa: E402
 from cuforge.arches import parse_arch_list  # noqa: E402
 from cuforge.recipes import parse_recipe  # noqa: E402
 from cuforge.verify import probe_context, verify_wheel  # noqa: E402
-from cuforge.verifycmd import dependency_roots, recipe_for  # noqa: E402
+from cuforge.suites import dependency_roots, recipe_for  # noqa: E402
 
 pytestmark = pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
 

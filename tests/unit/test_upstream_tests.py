@@ -149,7 +149,7 @@ def test_result_goes_into_the_manifest(tmp_path):
     """verify --upstream-tests on a wheelhouse wheel: its manifest line is appended again
     with the verdict among its checks (and the wheel's sha256 still matches)."""
     from cuforge.verify.report import CheckResult
-    from cuforge.verifycmd import record_check
+    from cuforge.suites import record_check
     house = Wheelhouse(tmp_path / "wh")
     wheel = built_wheel(tmp_path)
     house.publish(wheel, Entry(package="shadowpkg", status="compiled", wheel=wheel.name,
@@ -166,7 +166,7 @@ def test_stage_takes_the_suite_from_its_declared_source(tmp_path):
     is fetched like [source] (here a local path source), or taken from --tests-src."""
     from cuforge.project import Project
     from cuforge.recipes import Recipe, Source
-    from cuforge.verifycmd import UpstreamStage
+    from cuforge.suites import UpstreamStage
     spec = UpstreamTests("tests", PYTEST, gpu=False, timeout=120, source=Source(path=str(FIXTURE)))
     recipe = Recipe("shadowpkg", "setuptools", Source(path="/nonexistent"), upstream_tests=spec)
     combo = type("C", (), {"env_id": "fixture"})()

@@ -113,7 +113,7 @@ def test_terminated_build_leaves_no_orphaned_children(tmp_path):
 
 
 def test_runtime_requirements_are_read_from_the_wheel(tmp_path):
-    from cuforge.pipeline import runtime_requirements
+    from cuforge.wheelmeta import runtime_requirements
     wheel = tmp_path / "torch_sparse-0.6.18-cp311-cp311-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("torch_sparse-0.6.18.dist-info/METADATA",
