@@ -5,6 +5,8 @@ and render them for the tools that consume them (torch, CMake, nvcc, package-spe
 '12.0;12.1+PTX'
 >>> parse_arch_list("12.0 12.1+PTX").cmake()
 '120-real;121'
+>>> parse_arch_list("8.0-virtual").gencode_flags()
+['-gencode=arch=compute_80,code=[compute_80]']
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from packaging.version import Version
 
 from .errors import ConfigError
 
-_TARGET_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+_TARGET_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d)(?P<suffix>[af]?)(?P<ptx>\+PTX|-virtual)?$")
 
 
 @dataclass(frozen=True, order=True)
@@ -46,13 +48,22 @@ class Arch:
 
 @dataclass(frozen=True, order=True)
 class Target:
-    """One entry of an arch list: SASS for ``arch``, plus PTX when ``ptx`` is set."""
+    """One entry of an arch list: SASS for ``arch``, plus PTX when ``ptx`` is set; PTX only
+    when ``sass`` is off (``8.0-virtual``, CMake's name: the driver must JIT-compile it)."""
 
     arch: Arch
     ptx: bool = False
+    sass: bool = True
 
     def __str__(self) -> str:
+        if not self.sass:
+            return f"{self.arch}-virtual"
         return f"{self.arch}{'+PTX' if self.ptx else ''}"
+
+    @property
+    def compact(self) -> str:
+        """``"121+PTX"``, ``"120"``, ``"80-virtual"``: the patched flash-attn's list format."""
+        return self.arch.number + str(self)[len(str(self.arch)):]
 
 
 @dataclass(frozen=True)
@@ -71,25 +82,35 @@ class ArchList:
         return self.torch()
 
     def torch(self, sep: str = ";") -> str:
-        """Render for ``TORCH_CUDA_ARCH_LIST``."""
+        """The list as written (``8.0-virtual`` included): manifests, keys, messages."""
         return sep.join(str(t) for t in self.targets)
+
+    def torch_env(self) -> str:
+        """Render for ``TORCH_CUDA_ARCH_LIST``, which has no PTX-only form: ``X-virtual``
+        becomes ``X+PTX`` there (torch's builds get SASS as well; the fatbin check lists it)."""
+        return ";".join(f"{t.arch}+PTX" if not t.sass else str(t) for t in self.targets)
 
     def cmake(self) -> str:
         """Render for ``CMAKE_CUDA_ARCHITECTURES`` / ``CUDAARCHS`` (``121`` = SASS + PTX)."""
-        return ";".join(t.arch.number if t.ptx else f"{t.arch.number}-real" for t in self.targets)
+        forms = {(True, True): "", (True, False): "-real", (False, True): "-virtual"}
+        return ";".join(t.arch.number + forms[t.sass, t.ptx] for t in self.targets)
+
+    def compact(self) -> str:
+        """``121+PTX;120``: numbers with their ``+PTX`` / ``-virtual`` (flash-attn, patched)."""
+        return ";".join(t.compact for t in self.targets)
 
     def gencode_flags(self) -> list[str]:
         """nvcc ``-gencode`` flags, one per target."""
         flags = []
         for t in self.targets:
-            codes = f"sm_{t.arch.number}" + (f",compute_{t.arch.number}" if t.ptx else "")
-            flags.append(f"-gencode=arch=compute_{t.arch.number},code=[{codes}]")
+            codes = [f"sm_{t.arch.number}"] * t.sass + [f"compute_{t.arch.number}"] * t.ptx
+            flags.append(f"-gencode=arch=compute_{t.arch.number},code=[{','.join(codes)}]")
         return flags
 
     @property
     def sass(self) -> tuple[Arch, ...]:
         """Arches that must have native SASS."""
-        return tuple(t.arch for t in self.targets)
+        return tuple(t.arch for t in self.targets if t.sass)
 
     @property
     def ptx(self) -> tuple[Arch, ...]:
@@ -133,14 +154,14 @@ def parse_target(text: str) -> Target:
     if not m:
         raise ConfigError(
             f"bad CUDA arch {text!r}: expected MAJOR.MINOR with an optional 'a'/'f' suffix and "
-            "'+PTX', e.g. '12.0', '12.1+PTX', '12.0a'",
+            "'+PTX' (or '-virtual': PTX only), e.g. '12.0', '12.1+PTX', '12.0a', '8.0-virtual'",
             hint="write arches like --cuda-arch \"12.0;12.1+PTX\" (sm_121 is written 12.1)",
         )
     arch = Arch(int(m["major"]), int(m["minor"]), m["suffix"])
     if arch.base not in known_arches():
         known = " ".join(known_arches())
         raise ConfigError(f"unknown CUDA arch {text!r}", hint=f"use one of: {known}")
-    return Target(arch, ptx=bool(m["ptx"]))
+    return Target(arch, ptx=bool(m["ptx"]), sass=m["ptx"] != "-virtual")
 
 
 def parse_arch_list(text: str) -> ArchList:
@@ -163,11 +184,13 @@ def parse_arch_list(text: str) -> ArchList:
 
 
 def _merge(targets: list[Target]) -> tuple[Target, ...]:
-    """Drop duplicates; ``12.1`` and ``12.1+PTX`` merge into ``12.1+PTX``; keep first order."""
-    merged: dict[Arch, bool] = {}
+    """Drop duplicates; ``12.1`` and ``12.1+PTX`` (or ``12.1-virtual``) merge into
+    ``12.1+PTX``; keep first order."""
+    merged: dict[Arch, tuple[bool, bool]] = {}
     for t in targets:
-        merged[t.arch] = merged.get(t.arch, False) or t.ptx
-    return tuple(Target(a, p) for a, p in merged.items())
+        ptx, sass = merged.get(t.arch, (False, False))
+        merged[t.arch] = (ptx or t.ptx, sass or t.sass)
+    return tuple(Target(a, p, s) for a, (p, s) in merged.items())
 
 
 def check_supported(archs: ArchList, cuda: Version | str, *, where: str = "") -> None:

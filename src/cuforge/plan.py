@@ -357,9 +357,16 @@ def download_steps(env, recipe: Recipe, archs: ArchList, out: Path,
 
 
 def _fmt(text: str, env, archs: ArchList) -> str:
-    return text.format(torch=env.info.torch, accel=env.combo.accel.tag,
-                       cuda=str(env.toolkit.version), torch_list=archs.torch(),
-                       cmake_list=archs.cmake(), compact=";".join(a.number for a in archs.sass))
+    return text.format(torch=env.info.torch, **placeholders(env, archs))
+
+
+def placeholders(env, archs: ArchList) -> dict[str, str]:
+    """What a recipe's ``[arches].env``, ``[env]`` and find-links may name
+    (docs/adding-a-package.md)."""
+    return {"torch_list": archs.torch_env(), "cmake_list": archs.cmake(),
+            "compact": ";".join(a.number for a in archs.sass),
+            "compact_targets": archs.compact(), "cuda": str(env.toolkit.version),
+            "accel": env.combo.accel.tag}
 
 
 def source_root(source: Source, dest: Path) -> Path:
@@ -461,9 +468,7 @@ def job_env(env, recipe: Recipe, archs: ArchList, jobs: int) -> tuple[tuple[str,
     base = build_environment(env.toolkit, archs, jobs=jobs, cxx11_abi=env.info.cxx11_abi,
                              extra_include=list(env.info.nvidia_include),
                              extra_lib=list(env.info.nvidia_lib), bin_dirs=[env.bin_dir])
-    fmt = {"torch_list": archs.torch(), "cmake_list": archs.cmake(),
-           "compact": ";".join(a.number for a in archs.sass), "cuda": str(env.toolkit.version),
-           "accel": env.combo.accel.tag}
+    fmt = placeholders(env, archs)
     if recipe.arches.append_gencode:
         # Arches change the output, and ccache does not hash NVCC_APPEND_FLAGS: keep torch's
         # automatic compiler cache off for such builds.

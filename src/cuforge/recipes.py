@@ -51,7 +51,7 @@ class ArchRule:
     policy: str = "native"
     supported: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()   # extra variables, rendered from the mapped list
-    ptx: bool = True           # False: the package emits no PTX (flash-attn); +PTX is dropped
+    ptx: bool = True           # False: the package emits no PTX; +PTX is dropped
     device_code: bool = True   # False: C++-only package (pointseg); no fatbin expected
     native_patches: tuple[str, ...] = ()   # applied under the native policy (cumm's table)
     # True: also append -gencode flags to every nvcc call (NVCC_APPEND_FLAGS), for packages
@@ -82,7 +82,7 @@ class ArchRule:
     def map(self, archs: ArchList) -> ArchList:
         if self.supported:
             archs = map_to_supported(archs, list(self.supported), self.policy)
-        if not self.ptx:
+        if not self.ptx:   # a PTX-only request becomes SASS: the nearest such a package has
             archs = ArchList(tuple(Target(t.arch, ptx=False) for t in archs))
         return archs
 

@@ -257,7 +257,7 @@ def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi
         # loadable without torch preloading them. Verification says whether a user needs this.
         "LD_LIBRARY_PATH": _join_paths(_lib_dirs(toolkit.root, extra_lib),
                                        os.environ.get("LD_LIBRARY_PATH")),
-        "TORCH_CUDA_ARCH_LIST": archs.torch(),
+        "TORCH_CUDA_ARCH_LIST": archs.torch_env(),
         "CUDAARCHS": archs.cmake(),
         "MAX_JOBS": str(jobs),
         "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs),

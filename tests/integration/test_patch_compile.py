@@ -103,3 +103,33 @@ def test_unpatched_cub_max_fails_with_cccl3(tmp_path: Path) -> None:
     includes, reduce_line = cub_lines(forward.read_text())
     done = nvcc_compile(tmp_path, "upstream", includes, reduce_line)
     assert done.returncode != 0 and "Max" in done.stdout + done.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+@pytest.mark.parametrize(("archs", "sass", "ptx"), [("121+PTX;120", ["120", "121"], ["121"]),
+                                                    ("80-virtual", [], ["80"])])
+def test_flash_attn_arch_flags_give_that_device_code(tmp_path: Path, archs: str,
+                                                     sass: list[str], ptx: list[str]) -> None:
+    """The patched flash-attn fixture's -gencode flags, on a tiny kernel with the real nvcc:
+    the shared object holds exactly that SASS and PTX (cuforge's own fatbin reader)."""
+    import json
+    import sys
+
+    from cuforge.verify.fatbin import read_fatbin
+    root = patched_tree(tmp_path, "flash-attn", "flash_attn")
+    nvcc = shutil.which("nvcc")
+    # setup.py asks $CUDA_HOME/bin/nvcc for its version only: the nvcc on PATH serves
+    env = {"PATH": "/usr/bin:/bin", "CUDA_HOME": str(Path(nvcc).parent.parent),
+           "FLASH_ATTN_CUDA_ARCHS": archs}
+    done = subprocess.run([sys.executable, "setup.py"], cwd=root, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    flags = json.loads(done.stdout)["nvcc"]
+    gencode = flags[flags.index("-gencode"):]
+    (tmp_path / "k.cu").write_text("__global__ void twice(float* x) { x[threadIdx.x] *= 2.f; }\n")
+    so = tmp_path / "k.so"
+    subprocess.run([nvcc, "-shared", "-Xcompiler", "-fPIC", *gencode, str(tmp_path / "k.cu"),
+                    "-o", str(so)], check=True, capture_output=True, timeout=300)
+    containers = read_fatbin(so)
+    assert sorted({a.number for c in containers for a in c.sass}) == sass
+    assert sorted({a.number for c in containers for a in c.ptx}) == ptx

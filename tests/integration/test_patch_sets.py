@@ -220,3 +220,64 @@ def test_flash_attn_cuda_flags_become_cxx20_and_rocm_is_left(tmp_path: Path) -> 
     assert "-std=c++20" in lists["nvcc_flags"] and "-std=c++17" not in lists["nvcc_flags"]
     assert lists["compiler_c17_flag"] == ["-O3", "-std=c++20"]
     assert "-std=c++17" in lists["rocm_flags"]       # the ROCm branch is not ours to change
+
+
+def fixture_nvcc_flags(root: Path, tmp_path: Path, archs: str, cuda: str = "13.0") -> list[str]:
+    """The arch flags the fixture setup.py passes to nvcc, run against an nvcc that reports
+    ``cuda`` (setup.py only asks it for its version)."""
+    import json
+    import subprocess
+    import sys
+    home = tmp_path / f"cuda-{cuda}"
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {cuda}, V{cuda}.1'\n")
+    nvcc.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "CUDA_HOME": str(home), "FLASH_ATTN_CUDA_ARCHS": archs}
+    done = subprocess.run([sys.executable, "setup.py"], cwd=root, env=env, capture_output=True,
+                          text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1])
+    nvcc_flags = json.loads(done.stdout)["nvcc"]
+    return nvcc_flags[nvcc_flags.index("-gencode"):] if "-gencode" in nvcc_flags else []
+
+
+SPARK = ["-gencode", "arch=compute_121,code=[sm_121,compute_121]",
+         "-gencode", "arch=compute_120,code=sm_120"]
+
+
+@pytest.mark.parametrize(("archs", "cuda", "flags"), [
+    ("121+PTX;120", "13.0", SPARK),
+    ("80-virtual", "13.0", ["-gencode", "arch=compute_80,code=compute_80"]),
+    ("90+PTX", "13.0", ["-gencode", "arch=compute_90,code=[sm_90,compute_90]"]),
+    ("120a", "12.9", ["-gencode", "arch=compute_120a,code=sm_120a"]),
+    ("121+PTX;120", "12.8", ["-gencode", "arch=compute_120,code=sm_120"]),   # 121 needs 12.9
+    ("", "13.0", []),
+])
+def test_flash_attn_patched_arch_block_gives_one_gencode_per_entry(
+        tmp_path: Path, archs: str, cuda: str, flags: list[str]) -> None:
+    root = copy_tree(tmp_path, "flash-attn")
+    apply(load_patch_set("flash-attn", PATCHES), root)
+    assert fixture_nvcc_flags(root, tmp_path, archs, cuda) == flags
+
+
+def test_flash_attn_upstream_default_list_keeps_its_flags(tmp_path: Path) -> None:
+    upstream = fixture_nvcc_flags(UPSTREAM / TREES["flash-attn"], tmp_path, "80;90;100;120")
+    root = copy_tree(tmp_path, "flash-attn")
+    apply(load_patch_set("flash-attn", PATCHES), root)
+    assert fixture_nvcc_flags(root, tmp_path, "80;90;100;120") == upstream
+    assert upstream[1::2] == [f"arch=compute_{a},code=sm_{a}" for a in (80, 90, 100, 120)]
+
+
+def test_flash_attn_unpatched_drops_121_and_ptx_silently(tmp_path: Path) -> None:
+    """Control: what the patch fixes - no flag for 121, no PTX, no error."""
+    tree = UPSTREAM / TREES["flash-attn"]
+    assert fixture_nvcc_flags(tree, tmp_path, "121+PTX;120") == SPARK[2:]
+    assert fixture_nvcc_flags(tree, tmp_path, "121") == []
+
+
+def test_flash_attn_patched_refuses_an_arch_it_cannot_build(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path, "flash-attn")
+    apply(load_patch_set("flash-attn", PATCHES), root)
+    with pytest.raises(RuntimeError, match="FLASH_ATTN_CUDA_ARCHS: '75' is not an arch"):
+        fixture_nvcc_flags(root, tmp_path, "75")

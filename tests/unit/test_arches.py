@@ -13,6 +13,22 @@ def test_parse_and_render_forms():
     assert archs.gencode_flags()[1] == "-gencode=arch=compute_121,code=[sm_121,compute_121]"
 
 
+def test_ptx_only_target_renders_for_each_consumer():
+    archs = parse_arch_list("12.1+PTX;12.0;8.0-virtual")
+    assert archs.torch() == "12.1+PTX;12.0;8.0-virtual"       # keys and manifests keep it apart
+    assert archs.torch_env() == "12.1+PTX;12.0;8.0+PTX"       # torch's list has no PTX-only form
+    assert archs.cmake() == "121;120-real;80-virtual"
+    assert archs.compact() == "121+PTX;120;80-virtual"
+    assert [a.number for a in archs.sass] == ["121", "120"]
+    assert [a.number for a in archs.ptx] == ["121", "80"]
+    assert archs.gencode_flags()[2] == "-gencode=arch=compute_80,code=[compute_80]"
+
+
+def test_ptx_only_and_sass_merge_into_sass_plus_ptx():
+    assert parse_arch_list("8.0-virtual 8.0").torch() == "8.0+PTX"
+    assert parse_arch_list("8.0-virtual;8.0-virtual").torch() == "8.0-virtual"
+
+
 def test_space_separated_and_duplicates_merge():
     assert parse_arch_list("9.0 12.0 12.0+PTX").torch() == "9.0;12.0+PTX"
 
@@ -25,7 +41,8 @@ def test_named_family_expands():
     assert parse_arch_list("Blackwell+PTX").torch() == "10.0;12.0+PTX"
 
 
-@pytest.mark.parametrize("bad", ["12.1+PTXX", "sm121", "sm_121", "12", "12.1.0", "+PTX", "12.1 +PTX"])
+@pytest.mark.parametrize("bad", ["12.1+PTXX", "sm121", "sm_121", "12", "12.1.0", "+PTX", "12.1 +PTX",
+                                 "8.0-real", "8.0+PTX-virtual"])
 def test_malformed_is_a_config_error_with_a_fix(bad):
     with pytest.raises(ConfigError) as err:
         parse_arch_list(bad)

@@ -40,11 +40,11 @@ def test_command_line_policy_wins():
     assert effective_policy(recipe, combo, req) == "ptx"
 
 
-def test_flash_attn_style_no_ptx_and_skip():
-    combo = _combo("12.0+PTX")
+def test_no_ptx_package_and_skip():
+    combo = _combo("12.0+PTX;8.0-virtual")
     rule = ArchRule("skip", ("8.0", "9.0", "10.0", "12.0"), ptx=False)
-    recipe = Recipe(name="flash-attn", kind="setuptools", source=Source(path="x"), arches=rule)
-    assert package_arches(recipe, combo, BuildRequest(combo=combo)).torch() == "12.0"
+    recipe = Recipe(name="sass-only", kind="setuptools", source=Source(path="x"), arches=rule)
+    assert package_arches(recipe, combo, BuildRequest(combo=combo)).torch() == "12.0;8.0"
     only_121 = _combo("12.1")
     assert len(package_arches(recipe, only_121, BuildRequest(combo=only_121))) == 0
 

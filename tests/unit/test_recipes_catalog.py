@@ -75,17 +75,18 @@ def test_pure_python_packages_are_prebuilt(recipes):
     assert recipes["torch-geometric"].prebuilt == ("torch-geometric==2.7.0",)
 
 
-def _compact(recipe: Recipe, request: str) -> str:
-    """What the recipe's {compact} placeholder renders for a request."""
-    return ";".join(a.number for a in recipe.arches.map(parse_arch_list(request)).sass)
+def _arch_env(recipe: Recipe, request: str) -> str:
+    """What the recipe's {compact_targets} placeholder renders for a request."""
+    return recipe.arches.map(parse_arch_list(request)).compact()
 
 
-def test_flash_attn_builds_its_own_arches_and_skips_the_rest(recipes):
+def test_flash_attn_passes_12_1_and_ptx_on_and_skips_the_rest(recipes):
     fa = recipes["flash-attn"]
-    assert dict(fa.arches.env) == {"FLASH_ATTN_CUDA_ARCHS": "{compact}"}
-    assert _compact(fa, "12.0;12.1+PTX") == "120"
-    assert _compact(fa, "8.6;9.0;10.0") == "90;100"
-    assert len(fa.arches.map(parse_arch_list("12.1"))) == 0   # -> a `skipped` manifest entry
+    assert dict(fa.arches.env) == {"FLASH_ATTN_CUDA_ARCHS": "{compact_targets}"}
+    assert _arch_env(fa, "12.1+PTX;12.0") == "121+PTX;120"       # the spark combos
+    assert _arch_env(fa, "8.0-virtual") == "80-virtual"          # the H200 JIT run
+    assert _arch_env(fa, "8.6;9.0;10.0") == "90;100"
+    assert len(fa.arches.map(parse_arch_list("7.5"))) == 0      # -> a `skipped` manifest entry
 
 
 def test_cumm_maps_unknown_arches_to_the_newest_below_with_ptx(recipes):
