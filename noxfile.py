@@ -60,16 +60,18 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(name="emulation-setup")
 def emulation_setup(session: nox.Session) -> None:
-    """Provision building linux-aarch64 wheels here under QEMU (root: Debian packages from
-    envs/emulation.toml, binfmt_misc registration; docs/dgx-spark.md)."""
+    """Provision building linux-aarch64 wheels here under QEMU (docs/dgx-spark.md).
+
+    The aarch64 root gets the Debian packages of envs/emulation.toml; binfmt_misc is registered."""
     session.install("-e", ".")
     session.run("cuforge", "emulation", "setup", *session.posargs)
 
 
 @nox.session(name="emulated")
 def emulated(session: nox.Session) -> None:
-    """The linux-aarch64 demo built and verified under QEMU (tests/integration/
-    test_emulated_build.py alone; `nox -s tests` runs it too)."""
+    """The linux-aarch64 demo built and verified under QEMU (test_emulated_build.py alone).
+
+    `nox -s tests` runs it too."""
     session.install("-e", ".[test]")
     session.run("pytest", "-q", "tests/integration/test_emulated_build.py", *session.posargs,
                 env={"CUFORGE_REQUIRE_EMULATION": "1"})
@@ -77,8 +79,9 @@ def emulated(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Build-speed ratios in one run: cold vs by hand, no-op, warm, resumed, serial vs side by
-    side, nvcc -t (bench/build_speed.py; `-- --help` for the options)."""
+    """Build-speed ratios measured side by side in one run (bench/; `-- --help` for options).
+
+    Cold vs by hand, no-op, warm, resumed, serial vs side by side, nvcc -t, compiler cache."""
     session.install("-e", ".")
     session.run("python", "bench/build_speed.py", *session.posargs)
     session.run("python", "bench/cache_speed.py")   # warm vs cold compiler cache (the demo)

@@ -4,14 +4,20 @@ call into the ``cuforge`` CLI."""
 
 from __future__ import annotations
 
-import shlex
+import subprocess
 import sys
 
 from invoke import task
+from invoke.exceptions import Exit
 
 
-def _cuforge(c, *args: str, pty: bool = False) -> None:
-    c.run(shlex.join([sys.executable, "-m", "cuforge", *args]), pty=pty)
+def _cuforge(c, *args: str) -> None:
+    """Run the CLI on this terminal or pipe itself, not through invoke's output threads: a
+    closed pipe (`invoke matrix | head`) is then cuforge's to handle quietly, and its exit
+    code is the task's."""
+    code = subprocess.call([sys.executable, "-m", "cuforge", *args])
+    if code:
+        raise Exit(code=code)
 
 
 def _flag(name: str, value) -> list[str]:
@@ -47,7 +53,7 @@ def matrix(c):
 @task
 def shell(c, python="3.11", accel="cu130", combo=""):
     """Open a shell in a combo's env with the build environment set."""
-    _cuforge(c, "shell", "--python", python, "--accel", accel, *_flag("--combo", combo), pty=True)
+    _cuforge(c, "shell", "--python", python, "--accel", accel, *_flag("--combo", combo))
 
 
 @task(help={"path": "a wheelhouse directory or wheel files", "json": "machine-readable output"})
@@ -62,8 +68,10 @@ def verify(c, path, python="3.11", accel="cu130", combo="", cuda_arch="", json=F
 @task(help={"gpu_arch": "rate the wheelhouses for this GPU instead (e.g. 12.1)",
             "combo": "judge only this combo (default: those with an env or a wheelhouse here)"})
 def doctor(c, gpu_arch="", combo=""):
-    """Check the machine: GPU + driver, memory/jobs, tools, combos, system headers, and whether
-    this GPU runs each wheelhouse package natively, by PTX JIT, or not at all."""
+    """Check the machine, and how this GPU runs each wheelhouse package (native, PTX, none).
+
+    GPU + driver, memory/jobs, tools, combos, system headers; then per package whether this GPU
+    runs it natively, by PTX JIT, or not at all."""
     _cuforge(c, "doctor", *_flag("--gpu-arch", gpu_arch), *_flag("--combo", combo))
 
 
@@ -72,8 +80,10 @@ def doctor(c, gpu_arch="", combo=""):
             "cuda_arch": "arches the wheels are built for", "no_build": "build nothing"})
 def setup(c, stack, checkout, venv="", python="3.11", accel="cu130", combo="", cuda_arch="",
           dry_run=False, rebuild=False, no_build=False):
-    """A working venv for a checkout: build/install the stack's wheels, patch the checkout,
-    write its env vars into activation, run the model check (`invoke setup milo --checkout ~/MILo`)."""
+    """A working venv for a MILo / Pointcept checkout (`invoke setup milo --checkout ~/MILo`).
+
+    Builds/installs the stack's wheels, patches the checkout, writes its env vars into the
+    venv's activation, and runs the model check."""
     _cuforge(c, "setup", stack, "--checkout", checkout, *_flag("--venv", venv),
              "--python", python, "--accel", accel, *_flag("--combo", combo),
              *_flag("--cuda-arch", cuda_arch), *_flag("--dry-run", dry_run),

@@ -3,7 +3,7 @@ sessions and invoke tasks call this; it is also what runs on machines without no
 (``python -m cuforge``).
 
 Errors are printed once, here, as a message and an exit code; ``CUFORGE_DEBUG=1`` shows the
-traceback.
+traceback. A reader that goes away (``cuforge matrix | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -16,7 +16,12 @@ from pathlib import Path
 
 
 from .console import make_console, print_error
-from .errors import ConfigError, CuforgeError
+from .errors import ConfigError, CuforgeError, exit_code_table
+
+DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (python x torch x "
+               "CUDA x arches); set up MILo / Pointcept checkouts with them.")
+# what the shell sees when the reader of our output is gone: 128 + SIGPIPE, as if killed by it
+CLOSED_PIPE = 128 + signal.SIGPIPE
 
 err_console = make_console(stderr=True)
 
@@ -34,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        return _closed_pipe()
     except CuforgeError as err:
         if os.environ.get("CUFORGE_DEBUG"):
             raise
@@ -44,8 +51,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _closed_pipe() -> int:
+    """The reader of stdout is gone: say nothing more. stdout now points at /dev/null, so the
+    interpreter's last flush at exit cannot raise again (Python's documented recipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return CLOSED_PIPE
+
+
+def _epilog() -> str:
+    rows = [(0, "success"), *exit_code_table(),
+            (130, "interrupted (Ctrl-C, SIGTERM); nothing half-written is published"),
+            (CLOSED_PIPE, "the reader of the output went away (a closed pipe); nothing more said")]
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {what}" for code, what in rows)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cuforge", description=__doc__.splitlines()[0])
+    from . import __version__
+    p = argparse.ArgumentParser(prog="cuforge", description=DESCRIPTION, epilog=_epilog(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"cuforge {__version__}")
     root_help = ("the cuforge project (envs/, recipes/, patches/); default: $CUFORGE_ROOT, "
                  "the current directory, or the one cuforge came from")
     p.add_argument("--root", type=Path, default=None, help=root_help)
@@ -68,8 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--keep-going", action="store_true", help="continue past failed packages")
     b.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                    help="build NAME from a local checkout")
-    b.add_argument("--arch-policy", default="", choices=["", "auto", "native", "ptx", "skip", "error"],
-                   help="how targets a package does not know are handled (e.g. cumm)")
+    b.add_argument("--arch-policy", default="", choices=["auto", "native", "ptx", "skip", "error"],
+                   help="how targets a package does not know are handled (e.g. cumm); "
+                        "default: each recipe's own")
     pre = b.add_mutually_exclusive_group()
     pre.add_argument("--force-source", action="store_true", help="never use prebuilt wheels")
     pre.add_argument("--prefer-prebuilt", action="store_true", default=True,
@@ -100,7 +126,9 @@ def _parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("verify", parents=[common],
                        help="re-run all checks on wheels or a wheelhouse directory")
-    v.add_argument("paths", nargs="+", type=Path)
+    v.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                   help="wheel files or wheelhouse directories, e.g. "
+                        "wheelhouse/linux-x86_64/cu130/torch2.14.1-cp311")
     _combo_args(v)
     v.add_argument("--cuda-arch", default=None, help="arches the wheels must cover")
     v.add_argument("--json", action="store_true", help="machine-readable output")
@@ -155,9 +183,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="apply runtime patches to a checkout (milo, pointcept)")
     pt.add_argument("set_name", help="patch set: milo or pointcept")
     pt.add_argument("checkout", type=Path, help="the checkout to patch")
-    pt.add_argument("--check", action="store_true")
-    pt.add_argument("--revert", action="store_true")
-    pt.add_argument("--dry-run", action="store_true")
+    pt.add_argument("--check", action="store_true",
+                    help="print each patch's state, change nothing; exit 5 when one "
+                         "no longer matches its file")
+    pt.add_argument("--revert", action="store_true", help="undo the patches this applied")
+    pt.add_argument("--dry-run", action="store_true", help="say what would change; change nothing")
     pt.set_defaults(func=_cmd_patch)
 
     ix = sub.add_parser("index", parents=[common],
@@ -168,7 +198,8 @@ def _parser() -> argparse.ArgumentParser:
 
     ci = sub.add_parser("ci", parents=[common],
                         help="the CI build matrix / GitHub Actions workflow from envs/")
-    ci.add_argument("what", choices=["matrix", "workflow"])
+    ci.add_argument("what", choices=["matrix", "workflow"],
+                    help="matrix: the matrix as JSON; workflow: write .github/workflows/wheels.yml")
     ci.add_argument("--check", action="store_true",
                     help="workflow: fail unless the committed file is current")
     ci.set_defaults(func=_cmd_ci)
@@ -182,7 +213,8 @@ def _parser() -> argparse.ArgumentParser:
     em = sub.add_parser("emulation", parents=[common],
                         help="provision (setup) or check (status) building another platform's "
                              "wheels here under QEMU (envs/emulation.toml)")
-    em.add_argument("what", choices=["setup", "status"])
+    em.add_argument("what", choices=["setup", "status"],
+                    help="setup: provision QEMU and the root (needs root); status: check them")
     em.add_argument("--platform", default="linux-aarch64", help="the platform to emulate")
     em.add_argument("-v", "--verbose", action="store_true", help="stream apt's output")
     em.set_defaults(func=_cmd_emulation)
@@ -323,9 +355,11 @@ def _cmd_patch(args) -> int:
 
 
 def _cmd_index(args) -> int:
+    from .console import plural
     from .index import write_indexes
     for tree in write_indexes(args.paths or [_project(args).wheelhouse]):
-        print(f"{tree.url}  ({len(tree.files)} wheels, {len(tree.projects)} projects)")
+        print(f"{tree.url}  ({plural(len(tree.files), 'wheel')}, "
+              f"{plural(len(tree.projects), 'project')})")
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -119,8 +121,10 @@ def select_combo(project: Project, *, python: str | None = None, accel: str | No
                           f"{', '.join(accels)})",
                           hint="pass one of those to --accel, or add a table for it to "
                           "envs/accels.toml (see docs/adding-a-combo.md)")
+    close = difflib.get_close_matches(wanted, [c.id for c in combos], n=3, cutoff=0.6)
     raise ConfigError(f"no combo {wanted!r} in envs/combos.toml (have: {ids})",
-                      hint="add a [[combo]] table to envs/combos.toml (see docs/adding-a-combo.md)")
+                      hint=(f"did you mean {' or '.join(close)}? Or add " if close else "add ")
+                      + "a [[combo]] table to envs/combos.toml (see docs/adding-a-combo.md)")
 
 
 def with_overrides(combo: Combo, *, torch: str | None = None, arches: str | None = None,

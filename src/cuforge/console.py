@@ -30,8 +30,8 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["BuildProgress", "escape", "make_console", "ninja_step", "print_error", "table",
-           "verdict_line"]
+__all__ = ["BuildProgress", "escape", "make_console", "ninja_step", "plural", "print_error",
+           "table", "verdict_line"]
 
 # The order checks run in (cuforge.verify.report.CHECKS); verdicts print in this order.
 CHECK_ORDER = ("abi", "symbols", "cudart", "fatbin", "import", "smoke")
@@ -40,12 +40,31 @@ _NINJA = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 LOG_WIDTH = 10_000   # "no wrapping" for tables: wider than any line cuforge prints
 
 
+class QuietPipeConsole(Console):
+    """A console whose closed pipe (``cuforge matrix | head``) goes up as BrokenPipeError, for
+    the CLI to end quietly with the same exit code as for a plain print; rich's own reaction
+    is ``SystemExit(1)``."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def make_console(*, stderr: bool = False) -> Console:
     """cuforge's console for stdout (or stderr): wraps on a terminal, or at ``COLUMNS`` when
     that is set (someone asked for that width), nowhere else."""
     if Console(stderr=stderr).is_terminal or os.environ.get("COLUMNS", "").strip():
-        return Console(stderr=stderr, highlight=False)
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=LOG_WIDTH)
+        return QuietPipeConsole(stderr=stderr, highlight=False)
+    return QuietPipeConsole(stderr=stderr, highlight=False, soft_wrap=True, width=LOG_WIDTH)
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    """``"1 wheel"``, ``"2 wheels"`` (``many``: an irregular plural).
+
+    >>> plural(1, "wheel"), plural(3, "kernel group"), plural(0, "entry", "entries")
+    ('1 wheel', '3 kernel groups', '0 entries')
+    """
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def print_error(console: Console, label: str, message: str) -> None:

@@ -23,7 +23,7 @@ from rich.text import Text
 from . import emulation, gpu, hostcxx, platforms, venv
 from .arches import Arch, parse_target
 from .combos import Combo, load_combos, select_combo
-from .console import make_console, table
+from .console import make_console, plural, table
 from .errors import ConfigError, CuforgeError
 from .project import Project
 from .recipes import load_recipes
@@ -77,17 +77,25 @@ def wheel_runs_on(wheel: Path, device: Arch) -> WheelRun:
             worst: Runs = kind   # type: ignore[assignment]
             break
     n = counts[worst]
+    some, one = _share(n, groups), n == 1
     text = {
-        "none": f"{n} of {groups} kernel groups have no SASS or PTX for sm_{device.number}: "
-                "they fail with 'no kernel image is available'",
-        "ptx": f"{n} of {groups} kernel groups run only by PTX JIT from "
+        "none": f"{some} {'has' if one else 'have'} no SASS or PTX for sm_{device.number}: "
+                f"{'it fails' if one else 'they fail'} with 'no kernel image is available'",
+        "ptx": f"{some} {'runs' if one else 'run'} only by PTX JIT from "
                f"{', '.join(sorted(ptx_from))}: the first launch is slow (the driver compiles "
-               "them; cached afterwards)",
-        "compatible": f"SASS {' '.join(sorted(sass))} (same major, older minor) for {n} of "
-                      f"{groups} groups: runs, but not tuned for sm_{device.number}",
-        "native": f"native SASS {' '.join(sorted(sass))} for all {groups} kernel groups",
+               f"{'it' if one else 'them'}; cached afterwards)",
+        "compatible": f"SASS {' '.join(sorted(sass))} (same major, older minor) for {some}: "
+                      f"runs, but not tuned for sm_{device.number}",
+        "native": f"native SASS {' '.join(sorted(sass))} for {_share(groups, groups)}",
     }[worst]
     return WheelRun(name, worst, text)
+
+
+def _share(n: int, groups: int) -> str:
+    """``its one kernel group``, ``all 3 kernel groups``, ``2 of 3 kernel groups``."""
+    if n == groups:
+        return "its one kernel group" if n == 1 else f"all {n} kernel groups"
+    return f"{n} of {plural(groups, 'kernel group')}"
 
 
 def wheelhouses(root: Path) -> list[Path]:

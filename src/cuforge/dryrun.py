@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
-
 from . import emulation, sources, venv
 from .combos import Combo
+from .console import QuietPipeConsole
 from .errors import CuforgeError
 from .plan import Action, PackagePlan, make_plan
 from .project import Project
@@ -21,7 +20,7 @@ from .torchinfo import TorchInfo
 def dry_run(project: Project, req, order: list[Recipe]) -> None:
     """Print the plan a build of ``order`` would run; build nothing, write nothing."""
     combo = req.combo
-    out = Console(highlight=False, soft_wrap=True)
+    out = QuietPipeConsole(highlight=False, soft_wrap=True)
     out.print(f"# dry run: combo {combo.id}, torch {combo.torch}, CUDA {combo.accel.cuda}, "
               f"arches {combo.arches}")
     out.print(f"# build order: {' -> '.join(r.name for r in order)}")

@@ -19,7 +19,7 @@ class CuforgeError(Exception):
 
 
 class ConfigError(CuforgeError):
-    """A combo, recipe, arch string or command-line option is wrong."""
+    """A combo, recipe, arch string or command-line option is wrong (a usage error too)."""
 
     exit_code = 2
     label = "configuration error"
@@ -47,7 +47,7 @@ class PatchError(CuforgeError):
 
 
 class BuildError(CuforgeError):
-    """A package failed to compile."""
+    """A package failed to compile (a build ends with it when any package failed)."""
 
     exit_code = 6
     label = "build error"
@@ -72,3 +72,15 @@ class WheelhouseError(CuforgeError):
 
     exit_code = 9
     label = "wheelhouse error"
+
+
+def exit_code_table() -> list[tuple[int, str]]:
+    """(exit code, what it means) for each error kind, in code order: the CLI's ``--help`` and
+    docs/how-it-works.md show this table (a test compares the docs with it)."""
+    kinds = [CuforgeError, *CuforgeError.__subclasses__()]
+    rows = []
+    for kind in kinds:
+        first = " ".join(kind.__doc__.split("\n\n")[0].split()).rstrip(".")
+        rows.append((kind.exit_code, "any other error" if kind is CuforgeError
+                     else first[0].lower() + first[1:]))
+    return sorted(rows)

@@ -16,7 +16,9 @@ from .suites import CUDA_SUFFIX, UpstreamStage, dependency_roots, record_check, 
 from .wheelhouse import Wheelhouse
 
 
-def collect_wheels(paths: list[Path]) -> list[Path]:
+def collect_wheels(paths: list[Path], wheelhouse: Path | None = None) -> list[Path]:
+    """The wheels named by ``paths`` (wheel files, directories of wheels); a path that is
+    neither, or no wheel at all, names the wheelhouse directories there are instead."""
     wheels: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -24,10 +26,31 @@ def collect_wheels(paths: list[Path]) -> list[Path]:
         elif p.suffix == ".whl" and p.is_file():
             wheels.append(p)
         else:
-            raise ConfigError(f"{p} is neither a wheel nor a directory of wheels")
+            raise ConfigError(f"{p} is neither a wheel nor a directory of wheels",
+                              hint=_existing_dirs(wheelhouse))
     if not wheels:
-        raise ConfigError(f"no wheels in {', '.join(map(str, paths))}")
+        raise ConfigError(f"no wheels in {', '.join(map(str, paths))}",
+                          hint=_existing_dirs(wheelhouse))
     return wheels
+
+
+def _existing_dirs(wheelhouse: Path | None) -> str:
+    """The fix for a verify path that holds no wheel: the wheelhouse dirs that do."""
+    dirs = [d for d in sorted(wheelhouse.glob("*/*/*")) if any(d.glob("*.whl"))] \
+        if wheelhouse and wheelhouse.is_dir() else []
+    if not dirs:
+        where = f" ({wheelhouse} has none yet)" if wheelhouse else ""
+        return f"name a wheel file or a directory of wheels{where}; `cuforge build` makes them"
+    return "name a wheel file or one of these wheelhouse directories: " + ", ".join(
+        str(_shown(d)) for d in dirs)
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the current directory when it lies below it (shorter to copy)."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def model_reports(project: Project, env, wheels: list[Path]) -> list:
@@ -72,7 +95,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                        emulator=emulation.for_combo(project, combo))
     from packaging.utils import canonicalize_name
     recipes = {canonicalize_name(name): r for name, r in load_recipes(project).items()}
-    wheels = collect_wheels(paths)
+    wheels = collect_wheels(paths, project.wheelhouse)
     by_package = {package_name(w): w for w in wheels}
     reports = []
     suites = UpstreamStage(project, env.python, combo, tests_src or {}) if upstream_tests else None
@@ -99,7 +122,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                     record_check(wheel, result)   # the manifest line gains the verdict
             reports.append(report)
     if models:
-        reports += model_reports(project, env, collect_wheels(paths))
+        reports += model_reports(project, env, collect_wheels(paths, project.wheelhouse))
     if as_json:
         print(reports_to_json(reports))
     else:

@@ -28,6 +28,7 @@ from .errors import VerifyError, WheelhouseError
 
 MANIFEST = "manifest.jsonl"
 TABLE = "manifest.txt"
+TABLE_WIDTHS = (9, 32, 12, 28)   # status, package, version, arches; the wheel last
 STATUSES = ("compiled", "prebuilt", "skipped", "FAILED")
 INCOMING = ".incoming-"
 
@@ -179,14 +180,23 @@ class Wheelhouse:
     def _write_table(self) -> None:
         # imported here: cuforge.verify loads every check (pyelftools too) for one name
         from .verify.upstream import CHECK as UPSTREAM_CHECK
-        rows = [f"{'status':9} {'package':32} {'version':12} {'arches (sass | ptx)':28} wheel"]
+        cells = [("status", "package", "version", "arches (sass | ptx)", "wheel")]
+        notes: dict[int, str] = {}
         for e in self.latest().values():
             arches = " ".join(e.arches_embedded.get("sass", [])) + " | " + " ".join(
                 e.arches_embedded.get("ptx", []))
-            what = e.wheel or e.reason
-            rows.append(f"{e.status:9} {e.package:32} {e.version:12} {arches:28} {what}")
+            cells.append((e.status, e.package, e.version, arches, e.wheel or e.reason))
             if e.checks.get(UPSTREAM_CHECK):   # the suite's summary line, under its wheel
-                rows.append(f"{'':9} {'':32} upstream tests: {e.checks[UPSTREAM_CHECK]}")
+                notes[len(cells) - 1] = f"upstream tests: {e.checks[UPSTREAM_CHECK]}"
+        # each column at least its usual width, wider for a longer cell: a long version
+        # (2.3.8+cu130torch2.14.1) must not push the columns after it out of line
+        widths = [max(least, *(len(row[i]) for row in cells))
+                  for i, least in enumerate(TABLE_WIDTHS)]
+        rows = []
+        for i, row in enumerate(cells):
+            rows.append(" ".join(c.ljust(w) for c, w in zip(row, widths)) + " " + row[4])
+            if i in notes:
+                rows.append(" " * (widths[0] + widths[1] + 2) + notes[i])
         fd, tmp = tempfile.mkstemp(prefix=".table-", dir=self.dir)
         try:
             with os.fdopen(fd, "w") as f:

@@ -48,6 +48,7 @@ def test_wheel_rated_for_a_device(wheels, device: Arch, runs: str) -> None:
     assert rated.runs == runs, rated
     if runs == "ptx":
         assert "compute_90" in rated.detail and "first launch is slow" in rated.detail
+    assert "1 kernel groups" not in rated.detail and "1 of 1 " not in rated.detail, rated
 
 
 def test_cpu_only_wheel_has_no_device_code(wheels) -> None:

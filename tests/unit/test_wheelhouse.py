@@ -154,3 +154,17 @@ def test_recover_rolls_a_written_line_forward_and_drops_an_unlisted_copy(tmp_pat
     assert not list(house.dir.glob(".incoming-*"))
     assert [e.package for e in house.entries()] == ["a"]
     assert "a-1.0-py3-none-any.whl" in (house.dir / "manifest.txt").read_text()
+
+
+def test_table_columns_stay_in_line_with_a_long_version(tmp_path):
+    """A version longer than its column (a wheel's +cu130torch2.14.1 label) widens the column
+    for every row: the arches and wheel columns start at one offset in each row."""
+    house = Wheelhouse(tmp_path / "wh")
+    for name, version in (("demo", "0.1"), ("spconv", "2.3.8+cu130torch2.14.1.post20261201")):
+        wheel = _wheel(tmp_path / f"{name}-0.1-cp311-cp311-linux_x86_64.whl", b"x = 1\n")
+        house.publish(wheel, Entry(package=name, status="compiled", version=version,
+                                   wheel=wheel.name, wheel_sha256=sha256_of(wheel),
+                                   arches_embedded={"sass": ["120"], "ptx": ["121"]}))
+    rows = (tmp_path / "wh" / "manifest.txt").read_text().splitlines()
+    assert len({row.index(" 120 |") for row in rows[1:]}) == 1, rows
+    assert len({row.rindex(" ") for row in rows}) == 1, rows   # the wheel column
