@@ -121,7 +121,7 @@ class Executor:
         self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
         self.env_lock = threading.Lock()
         self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
-        self._torch_dist: str | None = None   # the env's torch distribution version (pins)
+        self._torch_dist = None   # the env's torch as an index lists it (wheelmeta.TorchBuild)
         self.side_by_side = plan.pooled or sum(1 for p in plan.packages
                                                if p.jobs < plan.jobs) > 1
 
@@ -239,7 +239,7 @@ class Executor:
         and its checks with the ``pins`` verdict added."""
         from . import wheelmeta
         if self._torch_dist is None:
-            self._torch_dist = wheelmeta.torch_version(self.env.python, self.env.info.torch)
+            self._torch_dist = wheelmeta.torch_build(self.env.python, self.env.info.torch)
         out, result = wheelmeta.for_wheelhouse(
             wheel, self.plan.wheel_dir, pkg.work / "pinned", accel=self.plan.combo.accel.tag,
             torch=self._torch_dist, depends=pkg.recipe.depends)
@@ -431,10 +431,13 @@ def up_to_date(house: Wheelhouse, pkg: PackagePlan) -> Entry | None:
     """The wheelhouse entry that already is this package's output: same plan key (recipe,
     patches, source content, arches, policy, torch, commands, dependencies) and the wheel
     still there, unmodified. A wheel published before wheels carried their pins
-    (``upstream_wheel`` unset, cuforge.wheelmeta) is built again."""
+    (``upstream_wheel`` unset, cuforge.wheelmeta), or with a torch pin that lets in other CUDA
+    builds of its torch, is built again."""
+    from .wheelmeta import loosely_pinned
     entry = house.latest().get(pkg.name)
     if (entry is None or entry.status not in ("compiled", "prebuilt") or not entry.wheel
-            or entry.plan_key != pkg.key or not entry.upstream_wheel):
+            or entry.plan_key != pkg.key or not entry.upstream_wheel
+            or loosely_pinned(entry.requires)):
         return None
     wheel = house.dir / entry.wheel
     return entry if wheel.exists() and sha256_of(wheel) == entry.wheel_sha256 else None

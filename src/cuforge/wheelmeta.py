@@ -6,9 +6,13 @@ _ZN3c10...`` otherwise), yet upstream metadata says ``Requires-Dist: torch`` or 
 version), a resolver would take any torch and the import would fail. So, before a wheel enters
 the wheelhouse, its METADATA is rewritten:
 
-- ``Requires-Dist: torch==<the env's torch distribution version>`` for a wheel that links torch
-  (with ``!=<version>+cpu`` when that version has no local label: PEP 440 lets ``==2.14.1``
-  match ``2.14.1+cpu``, and pip prefers that one);
+- ``Requires-Dist: torch==<the env's torch distribution version>`` for a wheel that links torch,
+  naming its CUDA build: PEP 440 lets ``==2.14.1`` match ``2.14.1+cpu``, ``+cu126`` and
+  ``+rocm6.4`` alike, so every other build's label PyTorch uses (``data/torch_builds.toml``)
+  is excluded (``!=2.14.1+cu126, ...``), and the build torch's own requirement on its CUDA
+  runtime (``cuda-toolkit[...]==13.0.3``) is copied, which any other CUDA build of that version
+  conflicts with, whatever its label. A torch with a label of its own (``2.11.0+cu130``) is
+  pinned as exactly that;
 - a local version label naming CUDA and torch, as prebuilt-wheel projects do:
   ``0.1.0+cu130torch2.14.1`` (``+cu130`` for compiled code that does not link torch); the
   upstream version before the ``+`` stays as it was;
@@ -21,16 +25,22 @@ wheel sits in (``<cuXYZ>/torch<V>-cp<XY>``): ``cuforge verify`` and the build bo
 
 >>> local_label("cu130", "2.14.1", links_torch=True)
 'cu130torch2.14.1'
->>> torch_requirement("2.14.1")
-'torch!=2.14.1+cpu,==2.14.1'
+>>> torch_requirement("2.11.0+cu130")
+'torch==2.11.0+cu130'
+>>> admitted_builds(torch_requirement("2.14.1", own="cu130"), "2.14.1")
+['', 'cu130']
 """
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -71,13 +81,99 @@ def local_label(accel: str, torch: str, *, links_torch: bool) -> str:
     return f"{accel}torch{Version(torch).public}" if links_torch else accel
 
 
-def torch_requirement(torch: str) -> str:
-    """The exact torch: ``torch==2.14.1`` plus ``!=2.14.1+cpu`` (a same-version CPU build would
-    match ``==2.14.1``); a version with its own local label (``2.11.0+cu130``) matches only
-    itself."""
+@dataclass(frozen=True)
+class TorchBuild:
+    """The torch a wheel is built against, as an index lists it."""
+
+    version: str                  # the distribution version: 2.14.1, or 2.11.0+cu130
+    runtime: tuple[str, ...] = ()   # its Requires-Dist lines that fix its CUDA runtime
+
+    def label(self, accel: str) -> str:
+        """Its build's local label: its own (``+cu130``), else the CUDA of its runtime
+        requirement (``cuda-toolkit==13.0.3`` -> ``cu130``), else the combo's ``accel``."""
+        version = Version(self.version)
+        if version.local:
+            return version.local
+        for line in self.runtime:
+            exact = [s.version for s in Requirement(line).specifier if s.operator == "=="]
+            if exact:
+                cuda = Version(exact[0]).release
+                return f"cu{cuda[0]}{cuda[1] if len(cuda) > 1 else 0}"
+        return accel
+
+
+@cache
+def _builds_table() -> dict:
+    return tomllib.loads(resources.files("cuforge.data").joinpath("torch_builds.toml").read_text())
+
+
+def known_labels() -> tuple[str, ...]:
+    """The local labels PyTorch publishes builds under (``data/torch_builds.toml``)."""
+    return tuple(_builds_table()["labels"])
+
+
+def runtime_requirements(requires: Iterable[str]) -> tuple[str, ...]:
+    """The lines of torch's Requires-Dist that fix its CUDA runtime (``data/torch_builds.toml``)."""
+    names = {canonicalize_name(n) for n in _builds_table()["runtime"]}
+    out = []
+    for line in requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) in names and not (req.marker and "extra" in str(req.marker)):
+            out.append(line)
+    return tuple(out)
+
+
+def torch_requirement(torch: str, *, own: str | None = None) -> str:
+    """The exact torch build: ``torch==2.14.1`` with every known label but ``own`` excluded
+    (``==2.14.1`` alone matches ``2.14.1+cpu`` and ``2.14.1+cu126`` too); a version with a
+    label of its own (``2.11.0+cu130``) matches only itself."""
     version = Version(torch)
-    spec = f"=={version}" if version.local else f"=={version},!={version}+cpu"
-    return f"torch{SpecifierSet(spec)}"
+    if version.local:
+        return f"torch=={version}"
+    spec = [f"=={version}", *(f"!={version}+{label}" for label in known_labels()
+                              if label != own)]
+    return f"torch{SpecifierSet(','.join(spec))}"
+
+
+def admitted_builds(requirement: str | Iterable[str], version: str) -> list[str]:
+    """Which builds of torch ``version`` a torch requirement (or the torch lines of a
+    Requires-Dist) lets in: ``""`` for the plain version, else the known labels it admits."""
+    lines = [requirement] if isinstance(requirement, str) else list(requirement)
+    spec = SpecifierSet()
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "torch" and not req.marker:
+            spec &= req.specifier
+    public = Version(version).public
+    return [label for label in ("", *known_labels())
+            if spec.contains(f"{public}+{label}" if label else public, prereleases=True)]
+
+
+def loosely_pinned(requires: Iterable[str]) -> bool:
+    """Whether a published Requires-Dist pins torch's version but lets in more than one labelled
+    build of it (wheels published before pins named the CUDA build:
+    ``torch!=2.14.1+cpu,==2.14.1``). The plain version and one label (PyPI's 2.14.1 and the
+    same cu130 build from download.pytorch.org) are one build."""
+    lines = list(requires)
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        exact = [s.version for s in req.specifier if s.operator == "=="]
+        if canonicalize_name(req.name) == "torch" and exact:
+            return len([b for b in admitted_builds(lines, exact[0]) if b]) > 1
+    return False
+
+
+def _as_build(torch: str | TorchBuild) -> TorchBuild:
+    return torch if isinstance(torch, TorchBuild) else TorchBuild(torch)
 
 
 # -- reading a wheel ------------------------------------------------------------------------------
@@ -148,13 +244,16 @@ def _house_name(requirement_name: str, house: Mapping[str, str]) -> str | None:
 
 
 # -- rewriting -------------------------------------------------------------------------------------
-def pinned_requirements(requires: list[str], *, torch: str | None, house: Mapping[str, str],
-                        depends: Iterable[str] = ()) -> list[str]:
-    """The Requires-Dist list with torch (when given) and wheelhouse packages pinned exactly.
+def pinned_requirements(requires: list[str], *, torch: str | TorchBuild | None,
+                        house: Mapping[str, str], depends: Iterable[str] = (),
+                        own: str | None = None) -> list[str]:
+    """The Requires-Dist list with torch (when given: its exact build, ``own`` its label, and
+    its CUDA runtime line) and wheelhouse packages pinned exactly.
 
-    >>> pinned_requirements(["torch>=2", "scipy", "cumm-cu126<0.8.0"], torch="2.14.1",
+    >>> pinned_requirements(["torch>=2", "scipy", "cumm-cu126<0.8.0"],
+    ...                     torch=TorchBuild("2.11.0+cu130", ("nvidia-cuda-runtime==13.0.96",)),
     ...                     house={"cumm-cu130": "0.8.2+cu130"}, depends=["pccm"])
-    ['scipy', 'cumm-cu130==0.8.2+cu130', 'torch!=2.14.1+cpu,==2.14.1']
+    ['scipy', 'cumm-cu130==0.8.2+cu130', 'torch==2.11.0+cu130', 'nvidia-cuda-runtime==13.0.96']
     """
     out, pinned = [], set()
     for line in requires:
@@ -182,7 +281,9 @@ def pinned_requirements(requires: list[str], *, torch: str | None, house: Mappin
             out.append(f"{found}=={house[found]}")
             pinned.add(found)
     if torch is not None:
-        out.append(torch_requirement(torch))
+        build = _as_build(torch)
+        out.append(torch_requirement(build.version, own=own))
+        out += [line for line in build.runtime if line not in out]
     return out
 
 
@@ -203,17 +304,18 @@ def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
     return "\n".join(kept) + "\n" + (sep[1:] + body if sep else "")
 
 
-def pin(wheel: Path, dest: Path, *, accel: str, torch: str, house: Mapping[str, str],
-        depends: Iterable[str] = ()) -> Path:
+def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
+        house: Mapping[str, str], depends: Iterable[str] = ()) -> Path:
     """Write ``wheel`` into ``dest`` with its pins (module docstring); returns the new file.
     A pure-Python wheel keeps its version; its wheelhouse requirements are still pinned."""
+    build = _as_build(torch)
     torch_linked = links_torch(wheel)
     version, requires = metadata(wheel)
     if has_compiled_code(wheel):
-        label = local_label(accel, torch, links_torch=torch_linked)
+        label = local_label(accel, build.version, links_torch=torch_linked)
         version = f"{version.partition('+')[0]}+{label}"
-    requires = pinned_requirements(requires, torch=torch if torch_linked else None, house=house,
-                                   depends=depends)
+    requires = pinned_requirements(requires, torch=build if torch_linked else None, house=house,
+                                   depends=depends, own=build.label(accel))
     name, _old_version, *rest = wheel.name.removesuffix(".whl").split("-")
     out = dest / ("-".join([name, str(Version(version)), *rest]) + ".whl")
     dest.mkdir(parents=True, exist_ok=True)
@@ -244,22 +346,24 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str, house: Mapping[str, 
     return out
 
 
-def torch_version(python: Path, fallback: str) -> str:
-    """The torch *distribution* version of an env (``2.14.1``): what an index offers and a
-    pin must name. ``torch.__version__`` says ``2.14.1+cu130`` for the same PyPI wheel;
-    ``fallback`` (its public part) serves when the metadata cannot be read (a source build
-    of torch without dist-info)."""
+def torch_build(python: Path, fallback: str) -> TorchBuild:
+    """The torch of an env as an index lists it: its *distribution* version (``2.14.1``, what a
+    pin must name; ``torch.__version__`` says ``2.14.1+cu130`` for the same PyPI wheel) and
+    its CUDA runtime requirement. ``fallback`` (its public part) serves when the metadata
+    cannot be read (a source build of torch without dist-info)."""
     from .errors import VerifyError
     from .runner import capture
-    code = "import importlib.metadata as m; print(m.version('torch'))"
+    code = ("import importlib.metadata as m, json; d = m.distribution('torch'); "
+            "print(json.dumps([d.version, d.requires or []]))")
     try:
-        return capture([str(python), "-c", code], error=VerifyError).strip() or fallback
-    except VerifyError:
-        return fallback
+        version, requires = json.loads(capture([str(python), "-c", code], error=VerifyError))
+    except (VerifyError, ValueError):
+        return TorchBuild(fallback)
+    return TorchBuild(version or fallback, runtime_requirements(requires))
 
 
-def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str, torch: str,
-                   depends: Iterable[str] = ()):
+def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str,
+                   torch: str | TorchBuild, depends: Iterable[str] = ()):
     """The pinned copy of ``wheel`` for ``directory`` (in ``dest``) and its ``pins`` check,
     made before it is published; VerifyError if the check fails (nothing is published)."""
     from .errors import VerifyError
@@ -348,6 +452,12 @@ def _pin_problems(wheel: Path, target: Target, house: Mapping[str, str]) -> list
         elif any(Version(s.version).public != Version(target.torch).public for s in exact):
             problems.append(f"pins {', '.join(str(r) for r in torch_reqs)}, but sits in "
                             f"torch{target.torch}")
+        elif loosely_pinned(lines := [str(r) for r in torch_reqs]):
+            labels = [f"+{b}" for b in admitted_builds(lines, target.torch) if b]
+            problems.append(f"pins {', '.join(lines)}, which lets in {len(labels)} builds of "
+                            f"torch {Version(target.torch).public} ({', '.join(labels[:4])}"
+                            f"{', ...' if len(labels) > 4 else ''}): publish it again with this "
+                            "cuforge (build --rebuild)")
     for req in reqs:
         found = _house_name(req.name, house)
         if found is None or (req.marker and "extra" in str(req.marker)):

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from cuforge.wheelmeta import torch_requirement
+
 ROOT = Path(__file__).resolve().parents[2]
 COMBO_DIR = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 pytestmark = pytest.mark.slow
@@ -50,7 +52,10 @@ def test_wheel_lands_in_the_combo_directory_with_a_manifest(built):
     assert wheels[0].name == "cuforge_demo-0.1.0+cu130torch2.14.1-cp311-cp311-linux_x86_64.whl"
     assert entry["version"] == "0.1.0+cu130torch2.14.1"
     assert entry["upstream_wheel"] == "cuforge_demo-0.1.0-cp311-cp311-linux_x86_64.whl"
-    assert entry["requires"] == ["torch!=2.14.1+cpu,==2.14.1"]
+    # the exact build: every other label excluded, and torch's own CUDA runtime line copied
+    torch_line, runtime = entry["requires"]
+    assert torch_line == torch_requirement("2.14.1", own="cu130")
+    assert runtime.startswith("cuda-toolkit[") and "]==13.0.3" in runtime
     assert entry["checks"]["pins"].startswith("pass: pins match cu130/torch2.14.1-cp311")
 
 
