@@ -163,6 +163,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="install what the wheelhouse has; build nothing (offline)")
     st.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                     help="build NAME from a local checkout (as for build)")
+    st.add_argument("--no-requirements", action="store_true",
+                    help="do not install the checkout's own requirements (requirements.txt, "
+                         "or the stack's list)")
+    st.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
+                    help="also look for the requirements' wheels in DIR (a folder of carried "
+                         "wheels); pip's and uv's own index settings apply as well")
+    st.add_argument("--no-index", action="store_true",
+                    help="look only in --find-links (and PIP_FIND_LINKS/UV_FIND_LINKS): offline")
     st.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     st.set_defaults(func=_cmd_setup)
 
@@ -321,13 +329,17 @@ def _cmd_doctor(args) -> int:
 
 def _cmd_setup(args) -> int:
     from .toolchain import default_jobs
+    from .checkoutreqs import IndexOptions
     from .workstation import SetupRequest, setup
     checkout = args.checkout.expanduser().resolve()
     req = SetupRequest(stack=args.stack, checkout=checkout,
                        venv=(args.venv or checkout / ".venv").expanduser().absolute(),
                        combo=_combo(args, arches=_arches(args)), dry_run=args.dry_run,
                        jobs=args.jobs or default_jobs(), rebuild=args.rebuild,
-                       no_build=args.no_build, src_overrides=_src_overrides(args.src))
+                       no_build=args.no_build, src_overrides=_src_overrides(args.src),
+                       requirements=not args.no_requirements,
+                       index=IndexOptions(tuple(d.expanduser().resolve() for d in args.find_links),
+                                          args.no_index))
     return setup(_project(args), req)
 
 

@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checkoutreqs import CheckoutRequirement
 from .errors import ConfigError
 from .project import Project
 
@@ -36,6 +37,10 @@ class Stack:
     file: Path
     optional: tuple[str, ...] = ()   # installed when they build; a failure is reported, not fatal
     miniature: str = ""       # verify --models: a model of ours over the wheels alone ("" = none)
+    # the checkout's own Python requirements: its file (read from the user's checkout), or a
+    # list written here for a code base without one, each entry saying where it comes from
+    requirements_file: str = ""
+    requirements: tuple[CheckoutRequirement, ...] = ()
 
 
 def available_stacks(project: Project) -> list[str]:
@@ -67,10 +72,21 @@ def load_stack(project: Project, name: str) -> Stack:
                           hint="checkout_model = the script setup runs on the user's checkout "
                                "(it gets the checkout path); miniature = the one verify --models "
                                "runs on wheels alone")
+    reqs = []
+    for row in data.get("requirement", []):
+        spec, source = str(row.get("spec", "")), " ".join(str(row.get("source", "")).split())
+        if not spec or not source:
+            raise ConfigError(f"{path}: every [[requirement]] needs spec and source (where it "
+                              "comes from)", hint=f"fix the entry {row!r}")
+        reqs.append(CheckoutRequirement(spec, source))
+    if reqs and head.get("requirements_file"):
+        raise ConfigError(f"{path}: [stack] requirements_file and [[requirement]] both given",
+                          hint="one source of requirements per stack")
     return Stack(name=head.get("name", name), description=head.get("description", ""),
                  packages=tuple(head["packages"]), patch_set=head.get("patch_set", ""),
                  env=tuple(env), checkout_model=head.get("checkout_model", ""), file=path,
-                 optional=tuple(head.get("optional", ())), miniature=head.get("miniature", ""))
+                 optional=tuple(head.get("optional", ())), miniature=head.get("miniature", ""),
+                 requirements_file=head.get("requirements_file", ""), requirements=tuple(reqs))
 
 
 def env_file_text(stack: Stack) -> str:

@@ -3,7 +3,8 @@ environment for the user's own checkout, in one idempotent command.
 
 1. build the stack's wheels first when the wheelhouse lacks them or they are out of date;
 2. create or reuse the user's venv with uv and put the combo's torch in it;
-3. install the stack's wheels (and their runtime requirements, never another torch);
+3. install the stack's wheels (and their runtime requirements, never another torch), then the
+   checkout's own requirements with torch and those wheels held (``cuforge.checkoutreqs``);
 4. apply the stack's patch set to the checkout;
 5. write the env file (each variable with its why) and hook it into ``bin/activate``;
 6. the model stage in that venv: every wheel imported together, then the checkout's own models
@@ -21,11 +22,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from rich.console import Console
 from rich.text import Text
 
 from . import venv
+from .checkoutreqs import CheckoutRequirement, IndexOptions, constraints, parse_requirements_file
 from .combos import Combo
 from .console import make_console, verdict_line
 from .errors import BuildError, ConfigError, ToolchainError, VerifyError
@@ -52,6 +54,8 @@ class SetupRequest:
     rebuild: bool = False        # rebuild the stack's wheels even when up to date
     no_build: bool = False       # install what the wheelhouse has; build nothing
     src_overrides: tuple[tuple[str, Path], ...] = ()   # --src NAME=PATH, as for build
+    requirements: bool = True    # the checkout's own requirements (--no-requirements: skip)
+    index: IndexOptions = IndexOptions()   # --find-links DIR, --no-index
 
 
 @dataclass(frozen=True)
@@ -85,12 +89,17 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         _build(project, req, p, out)
         p = make_plan(project, req)          # the wheelhouse changed
     python = _venv_with_torch(req, p.combo, out)
-    _install_wheels(python, p, out)
+    held = _install_wheels(python, p, out, req.index)
+    missing = _install_checkout_requirements(python, p, req, held, out) if req.requirements else []
     _patch(project, req, p.stack, out)
     write_env(req.venv, p.stack)
     out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
                    f"{req.venv / 'bin' / 'activate'})"))
     ok = model_stage(project, python, p, out, checkout=req.checkout)
+    if missing:
+        out.print(Text(f"not installed (see above): {', '.join(m.requirement.spec for m in missing)}"
+                       + ("; the model stage passed without them" if ok else ""),
+                       style="yellow"))
     out.print(Text(f"done: source {req.venv / 'bin' / 'activate'}", style="bold"))
     return 0 if ok else VerifyError.exit_code
 
@@ -156,6 +165,7 @@ def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> No
     optional = [n for n in names if n not in p.required]
     out.print(Text(f"3. install from {p.house.dir}: {', '.join(names)}"
                    + (f" (optional: {', '.join(optional)})" if optional else "")))
+    _print_requirements(req, p, out)
     out.print(Text(f"4. patch set {p.stack.patch_set} on {req.checkout}:"))
     _patch(project, req, p.stack, out)
     out.print(Text(f"5. {env_file(req.venv, p.stack.name)}:"))
@@ -265,9 +275,10 @@ def installable(p: Plan) -> tuple[list[tuple[Recipe, Path]], list[str]]:
     return wheels, left_out
 
 
-def _install_wheels(python: Path, p: Plan, out: Console) -> None:
+def _install_wheels(python: Path, p: Plan, out: Console, index: IndexOptions) -> list[str]:
     """The stack's wheels without dependency resolution (their pins name each other and torch),
-    then those of their runtime requirements the venv does not already see, torch left out."""
+    then those of their runtime requirements the venv does not already see, torch left out.
+    Returns the constraint lines that hold torch and these wheels from now on."""
     from .wheelmeta import runtime_requirements
     base = _base_python(p.combo)
     pairs, left_out = installable(p)
@@ -277,13 +288,87 @@ def _install_wheels(python: Path, p: Plan, out: Console) -> None:
               if canonicalize_name(Requirement(req).name) not in ours}
     run(Step(_pip_install(python, base, "--no-deps", "--reinstall", *map(str, wheels)),
              description=f"install the {p.stack.name} wheels"))
+    held = constraints([("torch", dist_version(python, "torch")),
+                        *(_name_version(w) for w in wheels)])
     extra = sorted(missing_requirements(python, wanted))
     if extra:
-        run(Step(_pip_install(python, base, *extra), description="their runtime requirements"))
+        with tempfile.TemporaryDirectory(prefix="cuforge-held-") as tmp:
+            cfile = Path(tmp) / "constraints.txt"
+            cfile.write_text("".join(f"{line}\n" for line in held))
+            run(Step(_pip_install(python, base, "-c", str(cfile), *index.args(), *extra),
+                     description="their runtime requirements"))
     out.print(Text(f"installed {len(wheels)} wheels from {p.house.dir}"
                    + (f" (+ {', '.join(extra)})" if extra else "")))
     for note in left_out:
         out.print(Text(f"left out: {note}", style="yellow"))
+    return held
+
+
+def _name_version(wheel: Path) -> tuple[str, str]:
+    name, version, _, _ = parse_wheel_filename(wheel.name)
+    return str(name), str(version)
+
+
+def dist_version(python: Path, name: str) -> str:
+    """The full version (local label included) of distribution ``name`` seen by ``python``."""
+    code = f"from importlib.metadata import version; print(version({name!r}))"
+    return capture([str(python), "-c", code], error=ToolchainError).strip()
+
+
+def checkout_requirements(stack: Stack, checkout: Path) -> list[CheckoutRequirement]:
+    """The stack's own list, or the requirements file in the user's checkout as it is there."""
+    if not stack.requirements_file:
+        return list(stack.requirements)
+    path = checkout / stack.requirements_file
+    if not path.is_file():
+        raise ConfigError(f"{stack.file.name} says the checkout has {stack.requirements_file}, "
+                          f"but {path} does not exist",
+                          hint="check --checkout, or pass --no-requirements")
+    return parse_requirements_file(path, stack.requirements_file)
+
+
+def _install_checkout_requirements(python: Path, p: Plan, req: SetupRequest, held: list[str],
+                                   out: Console):
+    from .checkoutreqs import install
+    reqs = checkout_requirements(p.stack, req.checkout)
+    if not reqs:
+        return []
+    base = _base_python(p.combo)
+    out.print(Text(f"the checkout's requirements ({len(reqs)}), held: {' '.join(held)}"))
+    got = install(lambda *a: _pip_install(python, base, *a), reqs, held, req.index,
+                  torch_version=lambda: dist_version(python, "torch"),
+                  python=p.combo.python, platform=p.combo.target.name)
+    out.print(Text(f"installed the checkout's requirements: "
+                   f"{', '.join(r.spec for r in got.installed) or 'none'}"
+                   + (f" (added: {got.would_install})" if got.would_install else "")))
+    for m in got.missing:
+        out.print(Text(f"not installed: {m.line()}", style="yellow"))
+    return list(got.missing)
+
+
+def _print_requirements(req: SetupRequest, p: Plan, out: Console) -> None:
+    """Step 3's second half in the dry run: the requirements and the constraint holding them."""
+    if not req.requirements:
+        out.print(Text("   the checkout's requirements: skipped (--no-requirements)"))
+        return
+    try:
+        reqs = checkout_requirements(p.stack, req.checkout)
+    except ConfigError as err:
+        out.print(Text(f"   the checkout's requirements: {str(err).splitlines()[0]}"))
+        return
+    latest = p.house.latest()
+    held = constraints([("torch", p.combo.torch + (" (as installed)" if p.combo.interpreter
+                                                   else "")),
+                        *(_name_version(p.house.dir / e.wheel)
+                          for r in p.recipes if _usable(p.house, e := latest.get(r.name)))])
+    out.print(Text(f"   then the checkout's requirements ({len(reqs)}), from "
+                   f"{p.stack.requirements_file or p.stack.file.name}:"))
+    for r in reqs:
+        out.print(Text(f"     {r.spec}  ({r.source})"))
+    out.print(Text(f"   constraint (torch and the stack's wheels held): {' '.join(held)}"))
+    if req.index.args():
+        out.print(Text(f"   index options: {' '.join(req.index.args())} (and the installer's "
+                       "own PIP_*/UV_* settings)"))
 
 
 def missing_requirements(python: Path, reqs: set[str]) -> list[str]:

@@ -1,0 +1,153 @@
+"""The checkout's own requirements (cuforge.checkoutreqs) installed by the real pip and uv into
+a real venv, offline, from a --find-links dir of wheels written here: torch and a stack wheel are
+held by the constraint, a requirement that wants another torch is refused and torch stays, one
+without a wheel for this Python and one on no index are named with the reason, the rest goes in.
+Each case takes a few seconds (a venv, pip/uv on tiny wheels)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
+import verify_builders as vb  # noqa: E402
+
+from cuforge import venv  # noqa: E402
+from cuforge.checkoutreqs import (CheckoutRequirement, IndexOptions, constraints,  # noqa: E402
+                                  install, parse_requirements_file)
+from cuforge.errors import ConfigError  # noqa: E402
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _wheel(d: Path, name: str, version: str, *, requires=(), tag="py3-none-any") -> Path:
+    mod = name.replace("-", "_")
+    return vb.make_wheel(d, name, {f"{mod}/__init__.py": f"VERSION = {version!r}\n"},
+                         version=version, tag=tag, requires=tuple(requires))
+
+
+@pytest.fixture
+def links(tmp_path: Path) -> Path:
+    """The find-links dir: torch 2.14.1 and an older 2.13.0 a resolver could downgrade to."""
+    d = tmp_path / "links"
+    _wheel(d, "torch", "2.14.1")
+    _wheel(d, "torch", "2.13.0")
+    _wheel(d, "stack-wheel", "1.0+cu130torch2.14.1", requires=["torch==2.14.1"])
+    _wheel(d, "stack-wheel", "2.0")                  # what an upgrade would take
+    _wheel(d, "plain-dep", "1.0")
+    _wheel(d, "good-req", "1.0", requires=["plain-dep", "torch"])
+    _wheel(d, "wants-old-torch", "1.0", requires=["torch==2.13.0"])
+    _wheel(d, "upgrades-stack", "1.0", requires=["stack-wheel>=2"])
+    _wheel(d, "py27-only", "1.0", tag="cp27-cp27mu-manylinux1_x86_64")
+    return d
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch) -> None:
+    """No pip.conf of this machine (its find-links hold a real torch), no uv config."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("UV_NO_CONFIG", "1")
+    for var in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_CONSTRAINT", "UV_INDEX_URL",
+                "UV_FIND_LINKS", "UV_CONSTRAINT"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _venv(tmp_path: Path, links: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")],
+                   check=True)
+    python = tmp_path / "v" / "bin" / "python"
+    subprocess.run([*_installer("pip", python)("-q", "--no-index", "--find-links", str(links),
+                    "torch==2.14.1", "stack-wheel==1.0+cu130torch2.14.1")], check=True)
+    return python
+
+
+def _installer(tool: str, python: Path):
+    if tool == "uv":
+        return lambda *a: (venv.find_uv(), "pip", "install", "--python", str(python), *a)
+    return lambda *a: (sys.executable, "-m", "pip", "--python", str(python), "install",
+                       "--disable-pip-version-check", *a)
+
+
+def _version(python: Path, name: str) -> str | None:
+    out = subprocess.run([str(python), "-c", "import importlib.metadata as m, sys; "
+                          f"print(m.version({name!r}))"], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+HELD = constraints([("torch", "2.14.1"), ("stack-wheel", "1.0+cu130torch2.14.1")])
+
+
+@pytest.mark.parametrize("tool", ["pip", "uv"])
+def test_torch_and_the_stack_wheel_are_held(tmp_path: Path, links: Path, tool: str) -> None:
+    python = _venv(tmp_path, links)
+    reqs = [CheckoutRequirement("good-req", "requirements.txt:1"),
+            CheckoutRequirement("wants-old-torch==1.0", "requirements.txt:2"),
+            CheckoutRequirement("upgrades-stack", "requirements.txt:3"),
+            CheckoutRequirement("py27-only==1.0", "requirements.txt:4"),
+            CheckoutRequirement("not-on-any-index==0.19.0", "requirements.txt:5")]
+    got = install(_installer(tool, python), reqs, HELD, IndexOptions((links,), no_index=True),
+                  torch_version=lambda: _version(python, "torch"), python=PY,
+                  platform="linux-x86_64")
+    assert [r.spec for r in got.installed] == ["good-req"]
+    assert _version(python, "good-req") == "1.0" and _version(python, "plain-dep") == "1.0"
+    assert _version(python, "torch") == "2.14.1"                     # not downgraded
+    assert _version(python, "stack-wheel") == "1.0+cu130torch2.14.1"   # not upgraded
+    for name in ("wants-old-torch", "upgrades-stack", "py27-only", "not-on-any-index"):
+        assert _version(python, name) is None, f"{name} was installed"
+    why = {m.requirement.name: m for m in got.missing}
+    assert set(why) == {"wants-old-torch", "upgrades-stack", "py27-only", "not-on-any-index"}
+    assert "another torch than the one held (torch==2.14.1)" in why["wants-old-torch"].reason
+    assert "--combo" in why["wants-old-torch"].fix
+    assert "another stack-wheel" in why["upgrades-stack"].reason
+    for name in ("py27-only", "not-on-any-index"):
+        assert why[name].reason.startswith(f"no distribution for Python {PY} on linux-x86_64")
+        assert "--find-links" in why[name].fix
+        assert name in why[name].reason          # the resolver's own words name it
+    assert "requirements.txt:2" in why["wants-old-torch"].line()
+    print("\n".join(m.line() for m in got.missing))
+
+
+def test_without_the_constraint_pip_would_downgrade_torch(tmp_path: Path, links: Path) -> None:
+    """The control: the same requirement, no constraint, and torch is replaced."""
+    python = _venv(tmp_path, links)
+    subprocess.run([*_installer("pip", python)("--no-index", "--find-links", str(links),
+                                               "wants-old-torch==1.0")], check=True,
+                   capture_output=True)
+    assert _version(python, "torch") == "2.13.0"
+
+
+def test_nothing_to_install_when_everything_is_missing(tmp_path: Path, links: Path) -> None:
+    python = _venv(tmp_path, links)
+    got = install(_installer("pip", python),
+                  [CheckoutRequirement("wants-old-torch==1.0", "README.md:1")], HELD,
+                  IndexOptions((links,), no_index=True),
+                  torch_version=lambda: _version(python, "torch"), python=PY,
+                  platform="linux-x86_64")
+    assert got.installed == () and len(got.missing) == 1
+    assert _version(python, "torch") == "2.14.1"
+
+
+def test_requirements_file_lines_and_their_sources(tmp_path: Path) -> None:
+    f = tmp_path / "requirements.txt"
+    f.write_text("# MILo-like\nopen3d==0.19.0\n\ntrimesh==4.6.8  # meshes\nplyfile==1.1\n")
+    assert parse_requirements_file(f, "requirements.txt") == [
+        CheckoutRequirement("open3d==0.19.0", "requirements.txt:2"),
+        CheckoutRequirement("trimesh==4.6.8", "requirements.txt:4"),
+        CheckoutRequirement("plyfile==1.1", "requirements.txt:5")]
+    f.write_text("--index-url https://example.org/simple\ntrimesh\n")
+    with pytest.raises(ConfigError, match="requirements.txt:1.*is an option"):
+        parse_requirements_file(f, "requirements.txt")
+
+
+def test_the_stacks_name_their_requirements() -> None:
+    from cuforge.project import find_project
+    from cuforge.stacks import load_stack
+    project = find_project(Path(__file__).resolve().parents[2])
+    pointcept, milo = load_stack(project, "pointcept"), load_stack(project, "milo")
+    assert milo.requirements_file == "requirements.txt" and not milo.requirements
+    names = [r.name for r in pointcept.requirements]
+    assert {"addict", "timm", "scipy"} <= set(names) and "torch" not in names
+    assert all(r.source.startswith("README.md:") for r in pointcept.requirements)
