@@ -28,6 +28,22 @@ five encoder stages, attention softmax and train-mode BatchNorm stays near 1e-3;
 NaNs. 1e-2 sits an order above rounding and two below a real fault; the measured errors are
 printed either way.
 
+6. When flash_attn imports (and the GPU is sm_80 or newer), the same model is built with
+   `enable_flash=True` and with `enable_flash=False` (both with the env file's spconv algorithm,
+   DropPath off so that no random draw differs between the two paths: the eager path's
+   attention dropout draws from the CUDA generator even at p = 0, flash-attn's does not), same
+   weights, same scene, and compared the same way with FLASH_TOLERANCE. Without flash_attn
+   this step says skipped and the check still passes on the rest.
+
+Why 5e-2 for flash: PTv3's flash path casts q, k and v to bfloat16 (8 significant bits, unit
+roundoff 2^-8 = 3.9e-3) and returns bfloat16, while the eager path stays in fp32. One attention
+call then differs by a few 1e-3 relative; PTv3 has 22 attention blocks (encoder 2+2+2+6+2,
+decoder 2+2+2+2) on one residual stream, whose independent rounding errors add up to about
+sqrt(22) x 3e-3 = 1.4e-2 for the output, the same order for the gradients (flash's backward
+also runs in bf16 with fp32 accumulation). 5e-2 leaves room above that; a kernel that computes
+the wrong thing (code for another arch, a bad JIT) gives errors of O(1) (two unrelated outputs
+of equal norm: sqrt(2)) or NaNs, and one wrong head of a block's heads still ~1e-1 or more.
+
 Exit 0 = pass, 77 = skipped (reason printed), anything else = fail.
 """
 
@@ -38,6 +54,7 @@ from pathlib import Path
 import torch
 
 TOLERANCE = 1e-2
+FLASH_TOLERANCE = 5e-2
 GRID_SIZE = 0.02
 MODEL = "pointcept.models.point_transformer_v3.point_transformer_v3m1_base"
 
@@ -77,13 +94,14 @@ def scene(seed: int = 0, device: str = "cpu") -> dict:
             "offset": offset.to(device)}
 
 
-def build(build_model, algo: str, configured: str):
-    """build_model with POINTCEPT_SPCONV_ALGO=algo, as a training run would build it."""
+def build(build_model, algo: str, configured: str, **options):
+    """build_model with POINTCEPT_SPCONV_ALGO=algo, as a training run would build it;
+    ``options`` go into the model's config (default: enable_flash=False)."""
     from spconv.pytorch.conv import SparseConvolution
 
     os.environ["POINTCEPT_SPCONV_ALGO"] = algo
     try:
-        model = build_model(dict(type="PT-v3m1", in_channels=6, enable_flash=False))
+        model = build_model(dict(type="PT-v3m1", in_channels=6, **{"enable_flash": False, **options}))
     finally:
         os.environ["POINTCEPT_SPCONV_ALGO"] = configured
     algos = {m.algo for m in model.modules() if isinstance(m, SparseConvolution)}
@@ -127,6 +145,68 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-12)).item()
 
 
+def compare(ours: tuple, theirs: tuple, tolerance: float, what: str) -> str:
+    """Two runs' (output, gradients, sparse conv outputs) must agree within ``tolerance``
+    (relative L2: the output, all gradients together, each gradient tensor that is not zero in
+    exact arithmetic); raise AssertionError naming ``what``; return the measured errors."""
+    (feat_a, grads_a, layers_a), (feat_b, grads_b, layers_b) = ours, theirs
+    assert torch.isfinite(feat_a).all() and torch.isfinite(feat_b).all(), \
+        f"non-finite PTv3 output ({what})"
+    assert grads_a.keys() == grads_b.keys() and grads_b, \
+        f"the two runs trained different parameters ({what})"
+    out_err = rel(feat_a, feat_b)
+    names = sorted(grads_b)
+    all_err = rel(torch.cat([grads_a[n].flatten() for n in names]),
+                  torch.cat([grads_b[n].flatten() for n in names]))
+    # Per tensor, only gradients that are not zero in exact arithmetic: a bias right before a
+    # train-mode BatchNorm (SerializedPooling's proj) gets rounding noise only (~1e-9), whose
+    # relative error between two runs means nothing. "Not zero": at least 1e-3 of the largest.
+    largest = max(grads_b[n].norm().item() for n in names)
+    grad_errs = {n: rel(grads_a[n], grads_b[n]) for n in names
+                 if grads_b[n].norm().item() >= 1e-3 * largest}
+    worst = max(grad_errs, key=grad_errs.get)
+    measured = (f"output rel. L2 {out_err:.1e}, all gradients {all_err:.1e}, worst of "
+                f"{len(grad_errs)} gradient tensors {grad_errs[worst]:.1e} ({worst}); first "
+                f"sparse conv of {len(layers_b)} to differ: {first_parting_layer(layers_a, layers_b)}")
+    assert out_err <= tolerance, f"outputs differ {what}: {measured}"
+    assert all_err <= tolerance, f"gradients differ {what}: {measured}"
+    assert grad_errs[worst] <= tolerance, f"a gradient differs {what}: {measured}"
+    return measured
+
+
+def flash_missing() -> str:
+    """Why the flash comparison cannot run here, or "" when it can."""
+    try:
+        import flash_attn
+    except ImportError as err:
+        return f"flash_attn not importable: {err}"
+    major, minor = torch.cuda.get_device_capability()
+    if major < 8:
+        return f"flash-attn 2 needs sm_80 or newer, this GPU is sm_{major}{minor}"
+    return ""
+
+
+def flash_check(build_model, configured: str, data: dict) -> str:
+    """enable_flash=True against False on the same weights and scene (docstring, point 6)."""
+    missing = flash_missing()
+    if missing:
+        return f"flash: skipped ({missing})"
+    import flash_attn
+
+    eager, _ = build(build_model, configured, configured, enable_flash=False, drop_path=0.0)
+    flash, _ = build(build_model, configured, configured, enable_flash=True, drop_path=0.0)
+    flash.load_state_dict(eager.state_dict())
+    flash_run, eager_run = run(flash, data), run(eager, data)
+    # The eager path narrows a window to the smallest cloud when that has fewer points than
+    # patch_size (flash keeps it): then the two would attend over different points.
+    narrowed = {m.patch_size for m in eager.modules() if hasattr(m, "patch_size_max")
+                and m.patch_size != m.patch_size_max}
+    assert not narrowed, f"the scene is too small for the flash comparison (windows {narrowed})"
+    measured = compare(flash_run, eager_run, FLASH_TOLERANCE, "between enable_flash=True and False")
+    return (f"enable_flash=True (flash_attn {flash_attn.__version__}) vs False: {measured} "
+            f"<= {FLASH_TOLERANCE:g}")
+
+
 def main() -> None:
     sys.path.append(str(Path(__file__).resolve().parent))
     import _checkout_import
@@ -149,33 +229,15 @@ def main() -> None:
 
     data = scene(device="cuda")
     torch.cuda.synchronize()
-    feat_d, grads_d, layers_d = run(default_model, data)
-    feat_n, grads_n, layers_n = run(native_model, data)
-    assert torch.isfinite(feat_d).all() and torch.isfinite(feat_n).all(), "non-finite PTv3 output"
-    assert grads_d.keys() == grads_n.keys() and grads_d, "the two runs trained different parameters"
-    out_err = rel(feat_n, feat_d)
-    names = sorted(grads_d)
-    all_err = rel(torch.cat([grads_n[n].flatten() for n in names]),
-                  torch.cat([grads_d[n].flatten() for n in names]))
-    # Per tensor, only gradients that are not zero in exact arithmetic: a bias right before a
-    # train-mode BatchNorm (SerializedPooling's proj) gets rounding noise only (~1e-9), whose
-    # relative error between two runs means nothing. "Not zero": at least 1e-3 of the largest.
-    largest = max(grads_d[n].norm().item() for n in names)
-    grad_errs = {n: rel(grads_n[n], grads_d[n]) for n in names
-                 if grads_d[n].norm().item() >= 1e-3 * largest}
-    worst = max(grad_errs, key=grad_errs.get)
-    measured = (f"output rel. L2 {out_err:.1e}, all gradients {all_err:.1e}, worst of "
-                f"{len(grad_errs)} gradient tensors {grad_errs[worst]:.1e} ({worst}); first "
-                f"sparse conv of {len(layers_d)} to differ: {first_parting_layer(layers_n, layers_d)}")
-    assert out_err <= TOLERANCE, f"outputs differ between algorithms: {measured}"
-    assert all_err <= TOLERANCE, f"gradients differ between algorithms: {measured}"
-    assert grad_errs[worst] <= TOLERANCE, f"a gradient differs between algorithms: {measured}"
+    measured = compare(run(native_model, data), run(default_model, data), TOLERANCE,
+                       "between algorithms")
+    flash = flash_check(build_model, configured, data)
     skipped = _checkout_import.not_run_inits(checkout, ["pointcept"])
     print(f"pass: the checkout's PointTransformerV3 ({data['coord'].shape[0]} points, one per "
           f"voxel; {sum(p.numel() for p in default_model.parameters())} parameters) forward + "
           f"backward; spconv default ({', '.join(sorted(a.name for a in default_algos))}) vs "
-          f"Native: {measured} <= {TOLERANCE:g}; env file POINTCEPT_SPCONV_ALGO={configured}; "
-          f"{len(skipped)} package __init__s not run")
+          f"Native: {measured} <= {TOLERANCE:g}; {flash}; env file "
+          f"POINTCEPT_SPCONV_ALGO={configured}; {len(skipped)} package __init__s not run")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,22 @@ parting = [check.first_parting_layer([("stem", same), ("stage1", same)],
                                      [("stem", same), ("stage1", same)]),
            check.first_parting_layer([("stem", same), ("stage1", off)],
                                      [("stem", same), ("stage1", same)])]
-print(json.dumps({{"parting": parting, "clouds": per_cloud, "raw": len(raw), "kept": len(kept),
+gen = torch.Generator().manual_seed(3)
+def fake_run(noise):
+    feat = torch.randn(300, 8, generator=gen)
+    grads = {{"w": torch.randn(50, generator=gen), "b": torch.randn(5, generator=gen)}}
+    return feat, grads, [("stem", feat[:10])]
+base = fake_run(0)
+near = tuple(x for x in (base[0] * (1 + 1e-2 * torch.randn(300, 8, generator=gen)),
+                          {{k: v * 1.01 for k, v in base[1].items()}}, base[2]))
+verdicts = []
+for other in (near, fake_run(1)):
+    try:
+        verdicts.append(check.compare(other, base, check.FLASH_TOLERANCE, "in the probe")[:15])
+    except AssertionError as err:
+        verdicts.append(str(err)[:27])
+print(json.dumps({{"flash_missing": check.flash_missing(), "verdicts": verdicts,
+                  "parting": parting, "clouds": per_cloud, "raw": len(raw), "kept": len(kept),
                   "kept_first": bool((kept[0] == raw[0]).all()),
                   "feat_cols": data["feat"].shape[1], "device": str(data["coord"].device)}}))
 """
@@ -57,3 +72,14 @@ def test_every_voxel_holds_one_point_and_the_first_one_is_kept():
     assert (facts["feat_cols"], facts["device"]) == (6, "cpu")
     # on a failure the check names the first sparse conv where the algorithms part
     assert facts["parting"] == ["none", "stage1 (relative L2 5.0e-01)"]
+
+
+@pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
+def test_flash_comparison_passes_bf16_sized_errors_fails_unrelated_and_skips_without_flash():
+    """compare() at FLASH_TOLERANCE: 1 % noise passes, an unrelated output (relative L2 ~1.4)
+    fails naming what differs; the test combo has no flash_attn, so the flash step says why."""
+    out = subprocess.run([str(vb.torch_python()), "-c", PROBE], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    facts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert facts["verdicts"] == ["output rel. L2 ", "outputs differ in the probe"]
+    assert facts["flash_missing"] == "flash_attn not importable: No module named 'flash_attn'"
