@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
+import sys
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -383,10 +385,23 @@ def _source_identity(source: Source, project: Project, *, content: bool) -> str:
     return source.describe()
 
 
+# Which install of cuforge runs a build is not an input of its wheel: its interpreter runs the
+# PEP 517 frontend and the pin check, and its package dir holds the build shim. A second install
+# (the README's invoke route beside nox's venv) must see the same key, or it rebuilds everything.
+OWN_PYTHON, OWN_PACKAGE = "<cuforge's python>", "<cuforge's package>"
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
 def _step_identity(step: Step) -> str:
-    env = "\n".join(f"{k}={_key_value(k, v)}" for k, v in step.env
+    argv = tuple(OWN_PYTHON if a == sys.executable else _own_paths(a) for a in step.argv)
+    env = "\n".join(f"{k}={_own_paths(_key_value(k, v))}" for k, v in step.env
                     if not any(fnmatch.fnmatch(k, pat) for pat in NOT_IN_KEY))
-    return f"{step.cwd}\n{step.argv!r}\n{env}"
+    return f"{step.cwd}\n{argv!r}\n{env}"
+
+
+def _own_paths(text: str) -> str:
+    """``text`` with cuforge's package dir named, not spelled (see OWN_PYTHON)."""
+    return re.sub(re.escape(_PACKAGE_DIR) + r"(?=/|$|:|;)", OWN_PACKAGE, text)
 
 
 def _key_value(name: str, value: str) -> str:

