@@ -89,8 +89,12 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
 def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: bool,
                  arches_given: bool, models: bool = False, upstream_tests: bool = False,
                  tests_src: dict[str, Path] | None = None) -> int:
+    from .index import has_index, verify_index
     from .verify import context_from, render_table, reports_to_json, verify_wheel
     from .verify.wheel import package_name
+    for path in paths:   # first: reading bytes, no env; a stale index fails what installs from it
+        if path.is_dir() and has_index(path):
+            verify_index(path)
     env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log",
                        emulator=emulation.for_combo(project, combo))
     from packaging.utils import canonicalize_name

@@ -6,6 +6,8 @@ renamed into place. A process killed anywhere in between leaves either an ``.inc
 without a line (deleted by the next ``recover``) or a line whose complete copy still waits
 (renamed in by the next ``recover``, which checks the copy's sha256 against the line first):
 never a visible wheel without its verified line, nor a torn line. The readable table ``manifest.txt`` is regenerated to a temporary file and renamed.
+A directory with a package index (``simple/``, cuforge.index) has it brought up to date in the
+same step, under the same lock, and again by ``recover`` after a kill.
 A full disk (or a file-size limit) while publishing undoes the partial work and raises
 :class:`~cuforge.errors.WheelhouseError`.
 """
@@ -88,6 +90,7 @@ class Wheelhouse:
             if incoming is not None:
                 os.replace(incoming, self.dir / wheel.name)
             self._write_table()
+            self._refresh_index()
         return entry
 
     def recover(self) -> None:
@@ -118,6 +121,18 @@ class Wheelhouse:
                 path.unlink()                          # no line: it never happened
         if incoming or not table.exists() or table.stat().st_mtime < manifest.stat().st_mtime:
             self._write_table()
+        self._refresh_index()   # a publish killed after its rename left the index behind
+
+    def _refresh_index(self) -> None:
+        """The directory's package index, if it has one, listing the wheels there now."""
+        from . import index   # imported here: cuforge.index reads the wheelhouse through us
+        try:
+            index.refresh(self.dir)
+        except OSError as err:   # the index is derived: the wheel and its line stand
+            raise WheelhouseError(
+                f"the wheelhouse {self.dir} is up to date, but its index (simple/) could not "
+                f"be rewritten: {err.strerror or err}",
+                hint=f"free disk space there and run `cuforge index {self.dir}`") from None
 
     def _guard(self, incoming: Path | None, write) -> None:
         """Run ``write``; on a full disk remove the incoming copy and raise a clean error."""

@@ -125,14 +125,16 @@ def test_index_pages_follow_pep_503_and_691(indexed):
     dep = (simple / "cuforge-tiny-dep" / "index.html").read_text()
     wheel = indexed / "cuforge_tiny_dep-2.0-py3-none-any.whl"
     sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    assert f'href="../../{wheel.name}#sha256={sha}"' in dep
+    # the page links the index's own copy of the wheel, stored by its hash: the same file
+    assert f'href="../.files/{sha}/{wheel.name}#sha256={sha}"' in dep
+    assert (simple / ".files" / sha / wheel.name).samefile(wheel)
     assert 'data-requires-python="&gt;=3.99"' in dep
     data = json.loads((simple / "cuforge-tiny-dep" / "index.json").read_text())
     assert data["meta"]["api-version"].startswith("1.")
     assert data["versions"] == ["1.0", "2.0"]
     two = next(f for f in data["files"] if f["filename"] == wheel.name)
     assert two["hashes"] == {"sha256": sha} and two["requires-python"] == ">=3.99"
-    assert two["size"] == wheel.stat().st_size
+    assert two["size"] == wheel.stat().st_size and two["url"] == f"../.files/{sha}/{wheel.name}"
 
 
 def test_pip_installs_from_the_file_index_offline(indexed, tmp_path):
@@ -241,7 +243,7 @@ def test_pip_installs_through_pypiserver_on_loopback(indexed, tmp_path):
         server.wait(timeout=30)
 
 
-def test_reindexing_replaces_the_tree_whole(tmp_path):
+def test_reindexing_leaves_only_what_the_wheels_say(tmp_path):
     d = tmp_path / TREE
     d.mkdir(parents=True)
     make_wheel(d, "cuforge-tiny-dep", "1.0")
@@ -252,4 +254,10 @@ def test_reindexing_replaces_the_tree_whole(tmp_path):
     write_indexes([d])
     assert not (d / "simple" / "cuforge-tiny-gone").exists()
     assert (d / "simple" / "cuforge-tiny-dep" / "index.json").is_file()
-    assert sorted(p.name for p in d.iterdir() if p.name.startswith(".simple")) == []
+    # the removed wheel's copy stays for one more rewrite (a reader of the old page), then goes
+    assert sorted(c.name for c in (d / "simple" / ".files").glob("*/*")) == [
+        "cuforge_tiny_dep-1.0-py3-none-any.whl", "cuforge_tiny_gone-1.0-py3-none-any.whl"]
+    write_indexes([d])
+    assert [c.name for c in (d / "simple" / ".files").glob("*/*")] == [
+        "cuforge_tiny_dep-1.0-py3-none-any.whl"]
+    assert not [p for p in (d / "simple").rglob(".tmp-*")]

@@ -65,12 +65,15 @@ def probe_context(python: Path, requested: ArchList | None = None) -> VerifyCont
 
 
 def find_wheels(path: Path) -> list[Path]:
-    """``path`` itself when it is a ``.whl``, else every ``*.whl`` below it (sorted).
+    """``path`` itself when it is a ``.whl``, else every ``*.whl`` below it (sorted), but not
+    in dot directories (a package index's own copies, ``simple/.files``).
 
     Raises VerifyError when there is none.
     """
     path = Path(path)
-    wheels = [path] if path.is_file() else sorted(path.rglob("*.whl"))
+    wheels = [path] if path.is_file() else sorted(
+        w for w in path.rglob("*.whl")
+        if not any(part.startswith(".") for part in w.relative_to(path).parts))
     if not wheels:
         raise VerifyError(f"no wheel found at {path}", hint="pass a .whl file or a wheelhouse dir")
     return wheels
