@@ -112,7 +112,7 @@ def known_labels() -> tuple[str, ...]:
     return tuple(_builds_table()["labels"])
 
 
-def runtime_requirements(requires: Iterable[str]) -> tuple[str, ...]:
+def cuda_runtime_lines(requires: Iterable[str]) -> tuple[str, ...]:
     """The lines of torch's Requires-Dist that fix its CUDA runtime (``data/torch_builds.toml``)."""
     names = {canonicalize_name(n) for n in _builds_table()["runtime"]}
     out = []
@@ -359,7 +359,7 @@ def torch_build(python: Path, fallback: str) -> TorchBuild:
         version, requires = json.loads(capture([str(python), "-c", code], error=VerifyError))
     except (VerifyError, ValueError):
         return TorchBuild(fallback)
-    return TorchBuild(version or fallback, runtime_requirements(requires))
+    return TorchBuild(version or fallback, cuda_runtime_lines(requires))
 
 
 def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str,
