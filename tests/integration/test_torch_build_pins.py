@@ -174,3 +174,27 @@ def test_control_the_old_pin_lets_another_cuda_build_in(offers, tmp_path, tool):
                             offers["torches"]["2.14.1+cu126"], offers["runtimes"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _torch(python) == "2.14.1+cu126"
+
+
+@pytest.mark.parametrize("tool", ["pip", "uv"])
+def test_what_the_pins_cannot_stop_a_later_swap_of_torch(offers, tmp_path, tool):
+    """The documented limit: a command that installs torch alone does not resolve the
+    wheel's requirements; it swaps the build, and only ``pip check`` names the broken pair."""
+    _, python = _install(tool, tmp_path / "venv", offers["house"], offers["torches"]["2.14.1"],
+                         offers["runtimes"])
+    assert _torch(python) == "2.14.1"
+    sources = ["--no-index", "--find-links", str(offers["torches"]["2.14.1+cu126"]),
+               "--find-links", str(offers["runtimes"]), "torch==2.14.1+cu126"]
+    argv = [sys.executable, "-m", "pip", "--python", str(python), "install",
+            "--disable-pip-version-check", "--no-cache-dir", *sources] if tool == "pip" else \
+        [find_uv(), "pip", "install", "--no-config", "--no-cache", "--offline", "--python",
+         str(python), *sources]
+    swap = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=300)
+    assert swap.returncode == 0, swap.stdout + swap.stderr
+    assert _torch(python) == "2.14.1+cu126"
+    # pip warns afterwards ("cuforge-tiny-ext ... requires torch..., but you have torch
+    # 2.14.1+cu126 which is incompatible"); uv 0.13.9 said nothing when this was written
+    assert tool == "uv" or "but you have torch 2.14.1+cu126" in swap.stderr, swap.stderr
+    check = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "check"],
+                           capture_output=True, text=True, env=_env())
+    assert check.returncode != 0 and "cuforge-tiny-ext" in check.stdout, check.stdout
