@@ -24,7 +24,7 @@ from . import platforms
 from .combos import Combo, load_combos
 from .errors import ConfigError
 from .project import Project
-from .recipes import Recipe, load_recipes, plan
+from .recipes import Recipe, load_recipes, build_order
 from .stacks import load_stack
 
 WORKFLOW = Path(".github") / "workflows" / "wheels.yml"
@@ -144,7 +144,7 @@ def matrix(project: Project) -> list[dict]:
                                    "`ci = false` on the combo")
         wanted = build_set(project, combo)
         requested = requested_packages(project, wanted)
-        order = plan(recipes, requested)
+        order = build_order(recipes, requested)
         run = runners[combo.platform]
         apt = sorted({h.debian for r in order for h in r.system_headers})
         entries.append({

@@ -97,9 +97,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="how targets a package does not know are handled (e.g. cumm); "
                         "default: each recipe's own")
     pre = b.add_mutually_exclusive_group()
-    pre.add_argument("--force-source", action="store_true", help="never use prebuilt wheels")
-    pre.add_argument("--prefer-prebuilt", action="store_true", default=True,
-                     help="use a recipe's prebuilt wheel when it passes checks (default)")
+    pre.add_argument("--force-source", dest="prefer_prebuilt", action="store_false",
+                     help="never use prebuilt wheels")
+    pre.add_argument("--prefer-prebuilt", dest="prefer_prebuilt", action="store_true",
+                     default=True, help="use a recipe's prebuilt wheel when it passes checks "
+                     "(the default)")
     b.add_argument("--skip-smoke", action="store_true", help="do not run kernel smoke tests")
     b.add_argument("--upstream-tests", action="store_true",
                    help="last stage: run each recipe's [upstream_tests] suite on its wheel")
@@ -171,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
                          "wheels); pip's and uv's own index settings apply as well")
     st.add_argument("--no-index", action="store_true",
                     help="look only in --find-links (and PIP_FIND_LINKS/UV_FIND_LINKS): offline")
-    st.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    st.add_argument("--dry-run", action="store_true", help="print what setup would do; change nothing")
     st.set_defaults(func=_cmd_setup)
 
     mc = sub.add_parser("mesh-convert", parents=[common],
@@ -291,7 +293,7 @@ def _cmd_build(args) -> int:
         jobs=args.jobs or default_jobs(),   # None: the machine's default
         verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=_src_overrides(args.src),
-        prefer_prebuilt=not args.force_source, arch_policy=args.arch_policy,
+        prefer_prebuilt=args.prefer_prebuilt, arch_policy=args.arch_policy,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild, upstream_tests=args.upstream_tests,
         one_at_a_time=args.one_at_a_time,
         cache=parse_spec(args.cache, "--cache") if args.cache else "")

@@ -10,7 +10,7 @@ from . import emulation, sources, venv
 from .combos import Combo
 from .console import QuietPipeConsole
 from .errors import CuforgeError
-from .plan import Action, PackagePlan, make_plan
+from .plan import Action, ActionKind, PackagePlan, make_plan
 from .project import Project
 from .recipes import Recipe
 from .toolchain import Toolkit
@@ -68,7 +68,7 @@ def _render(project: Project, pkg: PackagePlan, action: Action) -> str:
     if action.step is not None:
         return action.step.render()
     text = f"# {action.kind}: {action.what}"
-    if action.kind == "fetch":
+    if action.kind is ActionKind.FETCH:
         source = (dict(pkg.recipe.extra_sources)[action.arg] if action.arg
                   else pkg.recipe.source)
         for step in sources.describe_steps(source, project.root, project.state_dir / "cache",

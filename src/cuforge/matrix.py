@@ -9,7 +9,7 @@ from .combos import load_combos
 from .console import make_console, table
 from .errors import CuforgeError
 from .project import Project
-from .recipes import load_recipes, plan
+from .recipes import load_recipes, build_order
 
 
 def print_matrix(project: Project, console: Console | None = None) -> None:
@@ -19,7 +19,7 @@ def print_matrix(project: Project, console: Console | None = None) -> None:
               title="cuforge combos (nox session: build-<combo>)", wide=["build order"])
     for c in load_combos(project):
         try:
-            order = Text(" → ".join(r.name for r in plan(recipes, list(c.packages))))
+            order = Text(" → ".join(r.name for r in build_order(recipes, list(c.packages))))
         except CuforgeError as err:
             order = Text(str(err), style="red")
         toolkit = f"{c.accel.cuda} {'system' if c.toolkit == 'system' else 'PyPI'}"
@@ -28,5 +28,5 @@ def print_matrix(project: Project, console: Console | None = None) -> None:
         t.add_row(name, python, ", ".join(c.torch_versions), toolkit,
                   c.arches.torch().replace(";", " "), order)
     out.print(t)
-    all_order = " → ".join(r.name for r in plan(recipes, sorted(recipes)))
+    all_order = " → ".join(r.name for r in build_order(recipes, sorted(recipes)))
     out.print(Text(f"all recipes, in build order: {all_order}"))

@@ -23,11 +23,11 @@ from .checks import check_summaries, embedded_arches, log_report, smoke_script
 from .combos import Combo
 from .console import BuildProgress, live_progress, make_console, verdict_line
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
-from .plan import Action, PackagePlan, Plan, make_plan
+from .plan import Action, ActionKind, PackagePlan, Plan, make_plan, own_modules
 from .project import Project
-from .recipes import Recipe, load_recipes, plan
+from .recipes import Recipe, load_recipes, build_order
 from .runner import Step, listen, run
-from .wheelhouse import Entry, Wheelhouse, sha256_of
+from .wheelhouse import Entry, Status, Wheelhouse, sha256_of
 from .wheelmeta import runtime_requirements
 
 console = make_console(stderr=True)
@@ -53,16 +53,28 @@ class BuildRequest:
     upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
 
 
+@dataclass(frozen=True)
+class Made:
+    """A verified wheel, before it is pinned and published: how it came to be, its checks'
+    summaries, the arches it really embeds, and a note for the manifest's reason."""
+
+    wheel: Path
+    status: Status             # compiled, or prebuilt (downloaded, or a prebuilt recipe)
+    checks: dict[str, str]
+    embedded: dict[str, list[str]]
+    note: str = ""             # e.g. why the published wheel was not used
+
+
 @dataclass
 class Outcome:
     entries: list[Entry] = field(default_factory=list)
 
     @property
     def failed(self) -> list[Entry]:
-        return [e for e in self.entries if e.status == "FAILED"]
+        return [e for e in self.entries if e.status is Status.FAILED]
 
 
-def resolve_plan(req: BuildRequest, recipes: dict[str, Recipe]) -> list[Recipe]:
+def resolve_order(req: BuildRequest, recipes: dict[str, Recipe]) -> list[Recipe]:
     recipes = dict(recipes)   # --src replaces sources in this copy only
     for name, path in req.src_overrides:
         if name not in recipes:
@@ -72,13 +84,13 @@ def resolve_plan(req: BuildRequest, recipes: dict[str, Recipe]) -> list[Recipe]:
     wanted = list(req.packages or req.combo.packages)
     if wanted == ["all"]:
         wanted = sorted(recipes)
-    return plan(recipes, wanted)
+    return build_order(recipes, wanted)
 
 
 def build(project: Project, req: BuildRequest) -> Outcome:
     # read once: the build runs on these even if recipes/ is edited while it compiles
     recipes = load_recipes(project)
-    order = resolve_plan(req, recipes)
+    order = resolve_order(req, recipes)
     if req.dry_run:
         from .dryrun import dry_run
         dry_run(project, req, order)
@@ -96,12 +108,12 @@ def build(project: Project, req: BuildRequest) -> Outcome:
     console.print(f"[bold]{combo.id}[/]: env {how} in {time.monotonic() - t0:.1f} s "
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
                   f"{env.toolkit.root})")
-    the_plan = make_plan(project, req, env, order)
-    with slots.pool(project.state_dir, the_plan.jobs) if the_plan.pooled else nullcontext():
-        outcome = Executor(project, req, env, the_plan, log_dir, frozenset(recipes)).run()
+    build_plan = make_plan(project, req, env, order)
+    with slots.pool(project.state_dir, build_plan.jobs) if build_plan.pooled else nullcontext():
+        outcome = Executor(project, req, env, build_plan, log_dir, frozenset(recipes)).run()
     if req.upstream_tests:
         from .suites import upstream_stage
-        upstream_stage(project, env.python, combo, the_plan.wheel_dir, outcome.entries,
+        upstream_stage(project, env.python, combo, build_plan.wheel_dir, outcome.entries,
                        {r.name: r for r in order}, dict(req.src_overrides), console)
     return outcome
 
@@ -140,7 +152,7 @@ class Executor:
                     for pkg in list(pending if stop is None else ()):
                         deps = [d for d in pkg.recipe.depends if d in _names(self.plan)]
                         broken = [d for d in deps if d in results
-                                  and results[d].status in ("FAILED", "skipped")]
+                                  and results[d].status in (Status.FAILED, Status.SKIPPED)]
                         if broken:
                             pending.remove(pkg)
                             results[pkg.name] = _record_skip(
@@ -172,7 +184,7 @@ class Executor:
                             results[pkg.name] = fut.result()
                         except CuforgeError as err:   # not --keep-going: stop after the others
                             stop = stop or err
-                            results[pkg.name] = Entry(pkg.name, "FAILED")
+                            results[pkg.name] = Entry(pkg.name, Status.FAILED)
             except BaseException:
                 runner.stop_all()    # Ctrl-C / SIGTERM reach this thread only
                 raise
@@ -198,7 +210,7 @@ class Executor:
         try:
             with BuildProgress(pkg.name, console, f"building for {pkg.archs} (log: {log})",
                                shared=self.progress) as progress, listen(progress.on_line):
-                wheel, how, checks, embedded, note = self._wheel_for(pkg, log, progress.say)
+                made = self._wheel_for(pkg, log, progress.say)
         except CuforgeError as err:
             entry = self.house.publish(None, _failed_entry(self.plan.combo, pkg.recipe, str(err),
                                                            log, started))
@@ -206,23 +218,23 @@ class Executor:
                 raise
             console.print(f"[red]FAILED[/] {escape(pkg.name)}: {escape(str(err))}")
             return entry
-        upstream = wheel.name
-        wheel, checks = self._pinned(pkg, wheel, checks)   # what it was built against
+        how, embedded, upstream = made.status, made.embedded, made.wheel.name
+        wheel, checks = self._pinned(pkg, made.wheel, made.checks)   # what it was built against
         seconds = round(time.monotonic() - started, 1)
         recipe = pkg.recipe
         entry = Entry(
             package=recipe.name, status=how, version=_wheel_version(wheel),
             upstream_wheel=upstream, requires=runtime_requirements(wheel),
             wheel=wheel.name, wheel_sha256=sha256_of(wheel),
-            source=describe_sources(recipe) if how == "compiled" else " ".join(recipe.prebuilt),
+            source=describe_sources(recipe) if how is Status.COMPILED else " ".join(recipe.prebuilt),
             arches_requested=pkg.archs.torch(), arches_embedded=embedded,
             arch_policy=pkg.policy, checks=checks, torch=self.plan.combo.torch,
             python=self.plan.combo.python, cuda=str(self.env.toolkit.version),
             build_seconds=seconds, log=str(log),
-            reason="; ".join(filter(None, (note, recipe.arches.explain(self.plan.combo.arches,
+            reason="; ".join(filter(None, (made.note, recipe.arches.explain(self.plan.combo.arches,
                                                                        pkg.policy)))),
             recipe_digest=dict(pkg.inputs)["recipe"], plan_key=pkg.key,   # as planned
-            compiler_cache=self.cache_reports[pkg.name].as_dict() if how == "compiled" else {},
+            compiler_cache=self.cache_reports[pkg.name].as_dict() if how is Status.COMPILED else {},
             runtime_installed=self.runtime.get(upstream, []))   # keyed before pinning
         if runner.stopping():   # interrupted while this thread verified: publish nothing
             raise BuildError(f"{recipe.name}: interrupted before it was published")
@@ -245,15 +257,15 @@ class Executor:
             torch=self._torch_dist, depends=pkg.recipe.depends)
         return out, {**checks, "pins": f"pass: {result.detail}"} if result else checks
 
-    def _wheel_for(self, pkg: PackagePlan, log: Path, say):
+    def _wheel_for(self, pkg: PackagePlan, log: Path, say) -> Made:
         """A verified wheel: an accepted prebuilt one, or one compiled here."""
         note = ""
         if pkg.prebuilt:
             say("trying the prebuilt wheel")
-            got, note = self._try_prebuilt(pkg, log)
-            if got:
-                wheel, checks, embedded = got
-                return wheel, "prebuilt", checks, embedded, ""
+            got = self._try_prebuilt(pkg, log)
+            if isinstance(got, Made):
+                return got
+            note = got
             console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(note)}; compiling instead")
         since = compiler_cache.error_log_size(pkg.cache)
         try:
@@ -269,8 +281,8 @@ class Executor:
         wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
         say("verifying")
         checks, embedded = self._verify(pkg, wheel, log)
-        return wheel, "prebuilt" if pkg.recipe.kind == "prebuilt" else "compiled", checks, \
-            embedded, note
+        how = Status.PREBUILT if pkg.recipe.kind == "prebuilt" else Status.COMPILED
+        return Made(wheel, how, checks, embedded, note)
 
     def _build_from_source(self, pkg: PackagePlan, cache, log: Path, say, why_off: str = ""):
         """Every action before verification, under ``cache`` (None: no compiler cache)."""
@@ -278,54 +290,56 @@ class Executor:
                                   say=console.print) as cached:
             self.cache_reports[pkg.name] = cached
             for action in pkg.actions:
-                if action.kind == "verify":
+                if action.kind is ActionKind.VERIFY:
                     break
                 say(action.what)
                 self._do(pkg, action, log)
 
     def _do(self, pkg: PackagePlan, action: Action, log: Path) -> None:
-        """Carry out one non-verify action of the plan."""
+        """Carry out one action of the plan that is not a verification stage."""
+        HANDLERS[action.kind](self, pkg, action, log)
+
+    def _check(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+        syslibs.require_headers(pkg.recipe)
+
+    def _guard(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+        builddeps.require_not_installed(self.env.python, own_modules(pkg.recipe), pkg.name)
+
+    def _clean(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+        shutil.rmtree(action.path, ignore_errors=True)
+        action.path.mkdir(parents=True)
+
+    def _fetch(self, pkg: PackagePlan, action: Action, log: Path) -> None:
         recipe = pkg.recipe
-        if action.kind == "run":
-            faults.point("compile")   # tests only (CUFORGE_FAULT): die as the build starts
-        if action.kind == "check":
-            syslibs.require_headers(recipe)
-        elif action.kind == "guard":
-            from .plan import own_modules
-            builddeps.require_not_installed(self.env.python, own_modules(recipe), recipe.name)
-        elif action.kind == "clean":
-            shutil.rmtree(action.path, ignore_errors=True)
-            action.path.mkdir(parents=True)
-        elif action.kind == "fetch" and not action.arg:
-            reset_build_dir(pkg.work, pkg.source_key)
-            sources.fetch(recipe.source, project_root=self.project.root,
-                          cache_dir=self.project.state_dir / "cache", dest=action.path,
-                          stamp=pkg.source_key)
-        elif action.kind == "fetch":
-            extra = dict(recipe.extra_sources)[action.arg]
-            sources.fetch(extra, project_root=self.project.root,
-                          cache_dir=self.project.state_dir / "cache", dest=action.path,
-                          stamp=pkg.source_key)
-        elif action.kind == "patch":
-            from . import patching   # lazily: only recipes with patches need the engine
-            patching.apply(patching.load_patch_set(action.arg,
-                                                   patches_dir=self.project.patches_dir),
-                           action.path)
-        elif action.kind == "deps":   # the package's own overlay: under its work lock only
-            for step in self._deps_steps(pkg, log):
-                run(step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
-        elif action.kind == "seed":
-            if cmake_seed.restore(action.path, Path(action.arg)):
-                runner.note(log, f"seeded CMake's compiler detection from {action.arg}")
-        elif action.kind == "remember":
-            cmake_seed.remember(action.path, Path(action.arg))
-        elif action.kind == "run" and action.shares_env:
-            with self.env_lock:
-                run(action.step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
-        elif action.kind == "run":
-            run(action.step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
+        if action.arg:   # an extra source, named by its variable
+            source = dict(recipe.extra_sources)[action.arg]
         else:
-            raise BuildError(f"{pkg.name}: the plan has an unknown action {action.kind!r}")
+            reset_build_dir(pkg.work, pkg.source_key)
+            source = recipe.source
+        sources.fetch(source, project_root=self.project.root,
+                      cache_dir=self.project.state_dir / "cache", dest=action.path,
+                      stamp=pkg.source_key)
+
+    def _patch(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+        from . import patching   # lazily: only recipes with patches need the engine
+        patching.apply(patching.load_patch_set(action.arg, patches_dir=self.project.patches_dir),
+                       action.path)
+
+    def _deps(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+        for step in self._deps_steps(pkg, log):   # the package's own overlay: its lock only
+            run(step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
+
+    def _seed(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+        if cmake_seed.restore(action.path, Path(action.arg)):
+            runner.note(log, f"seeded CMake's compiler detection from {action.arg}")
+
+    def _remember(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+        cmake_seed.remember(action.path, Path(action.arg))
+
+    def _run(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+        faults.point("compile")   # tests only (CUFORGE_FAULT): die as the build starts
+        with self.env_lock if action.shares_env else nullcontext():
+            run(action.step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
 
     def _prefix(self, pkg: PackagePlan) -> str:
         return f"[{pkg.name}] " if self.side_by_side else ""
@@ -359,21 +373,21 @@ class Executor:
         """Where verification imports the package's dependencies from: its overlays."""
         return builddeps.overlay_dirs(pkg.work, pkg.recipe.depends)
 
-    def _try_prebuilt(self, pkg: PackagePlan, log: Path):
+    def _try_prebuilt(self, pkg: PackagePlan, log: Path) -> Made | str:
         """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
-        passes the ABI, symbol, CUDA-runtime, fatbin and import checks. (result, why-not)."""
+        passes the ABI, symbol, CUDA-runtime, fatbin and import checks. Else: why not."""
         from .verify import context_from, verify_wheel
         try:
             for action in pkg.prebuilt:
-                if action.kind != "gate":
+                if action.kind is not ActionKind.GATE:
                     self._do(pkg, action, log)
             wheel = _single_wheel(pkg.work / "prebuilt", pkg.recipe)
         except CuforgeError as err:
-            return None, f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
+            return f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
         try:
             self._install_runtime_requirements(wheel, log)
         except CuforgeError as err:
-            return None, f"prebuilt {wheel.name}: its requirements do not install ({err})"
+            return f"prebuilt {wheel.name}: its requirements do not install ({err})"
         smoke = None if self.req.skip_smoke else smoke_script(self.project, pkg.recipe)
         report = verify_wheel(wheel, context_from(self.env.info, pkg.archs), smoke=smoke,
                               modules=list(pkg.recipe.modules),
@@ -382,8 +396,8 @@ class Executor:
         bad += [r for r in report.results if r.check == "smoke" and r.status == "fail"]
         if bad:
             why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
-            return None, f"prebuilt {wheel.name} rejected ({why})"
-        return (wheel, check_summaries(report), embedded_arches(wheel)), ""
+            return f"prebuilt {wheel.name} rejected ({why})"
+        return Made(wheel, Status.PREBUILT, check_summaries(report), embedded_arches(wheel))
 
     def _verify(self, pkg: PackagePlan, wheel: Path, log: Path
                 ) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -423,6 +437,16 @@ class Executor:
                                  f"{self.env.python} ({', '.join(reqs)}); pip not run")
 
 
+# One handler per action kind. The verification stages are the executor's own: the build from
+# source stops at VERIFY, and a prebuilt wheel's GATE is _try_prebuilt's decision.
+HANDLERS = {ActionKind.CHECK: Executor._check, ActionKind.GUARD: Executor._guard,
+            ActionKind.FETCH: Executor._fetch, ActionKind.PATCH: Executor._patch,
+            ActionKind.CLEAN: Executor._clean, ActionKind.DEPS: Executor._deps,
+            ActionKind.SEED: Executor._seed, ActionKind.REMEMBER: Executor._remember,
+            ActionKind.RUN: Executor._run}
+STAGES = frozenset({ActionKind.VERIFY, ActionKind.GATE})
+
+
 def _names(plan: Plan) -> set[str]:
     return {p.name for p in plan.packages}
 
@@ -435,7 +459,7 @@ def up_to_date(house: Wheelhouse, pkg: PackagePlan) -> Entry | None:
     builds of its torch, is built again."""
     from .wheelmeta import loosely_pinned
     entry = house.latest().get(pkg.name)
-    if (entry is None or entry.status not in ("compiled", "prebuilt") or not entry.wheel
+    if (entry is None or not entry.status.has_wheel or not entry.wheel
             or entry.plan_key != pkg.key or not entry.upstream_wheel
             or loosely_pinned(entry.requires)):
         return None
@@ -451,7 +475,7 @@ def _without_cache(pkg: PackagePlan) -> tuple[Action, ...]:
     """The package's actions with each build command as it runs without the compiler cache."""
     plain = dict(pkg.uncached)
     return tuple(replace(a, step=plain.get(a.step, a.step)) if a.step else a
-                 for a in pkg.actions if a.kind not in ("seed", "remember"))   # cache-only
+                 for a in pkg.actions if a.kind not in (ActionKind.SEED, ActionKind.REMEMBER))   # cache-only
 
 
 @contextmanager
@@ -506,13 +530,13 @@ def _wheel_version(wheel: Path) -> str:
 
 
 def _record_skip(house: Wheelhouse, combo: Combo, recipe: Recipe, reason: str) -> Entry:
-    return house.publish(None, Entry(package=recipe.name, status="skipped", reason=reason,
+    return house.publish(None, Entry(package=recipe.name, status=Status.SKIPPED, reason=reason,
                                      source=recipe.source.describe(), torch=combo.torch,
                                      python=combo.python, arches_requested=combo.arches.torch()))
 
 
 def _failed_entry(combo: Combo, recipe: Recipe, reason: str, log: Path, started: float) -> Entry:
-    return Entry(package=recipe.name, status="FAILED", reason=reason.splitlines()[0],
+    return Entry(package=recipe.name, status=Status.FAILED, reason=reason.splitlines()[0],
                  source=recipe.source.describe(), torch=combo.torch, python=combo.python,
                  arches_requested=combo.arches.torch(), log=str(log),
                  build_seconds=round(time.monotonic() - started, 1))

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
 
@@ -38,18 +39,36 @@ NOT_IN_KEY = ("MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "*_COMPILER_LAUNCHER", "
               "SCCACHE_*", "CUFORGE_CACHE*")
 
 
+class ActionKind(StrEnum):
+    """What an action does; the executor has one handler per kind (``pipeline.HANDLERS``)."""
+
+    CHECK = "check"            # the system headers the recipe names are there
+    GUARD = "guard"            # the build interpreter does not import an installed copy
+    FETCH = "fetch"            # the source (or an extra source: ``arg``) into ``path``
+    PATCH = "patch"            # patch set ``arg`` onto ``path``
+    CLEAN = "clean"            # ``path`` emptied
+    RUN = "run"                # ``step``, exactly as shown
+    DEPS = "deps"              # the dependencies' wheels into the package's overlay
+    SEED = "seed"              # CMake's kept compiler detection into a fresh build dir
+    REMEMBER = "remember"      # CMake's compiler detection kept for the next fresh build dir
+    VERIFY = "verify"          # the wheel's checks (the executor's own stage, after the build)
+    GATE = "gate"              # a prebuilt wheel's checks (decide: keep it, or compile)
+
+
 @dataclass(frozen=True)
 class Action:
     """One step of a package build. ``run`` actions carry the exact command; the others are
-    done in-process and described for people."""
+    done in-process and described for people. A kind outside ``ActionKind`` cannot be built."""
 
-    kind: str                  # check | guard | fetch | patch | clean | run | deps | seed
-                               # | remember | verify | gate
+    kind: ActionKind
     what: str                  # one line for people (dry run, progress)
     step: Step | None = None   # kind "run": the command, exactly as it will run
     arg: str = ""              # fetch: the extra source's variable; patch: the patch set
     path: Path | None = None   # fetch/patch/clean/deps: the tree or directory it acts on
     shares_env: bool = False   # changes the combo env (pip install): one at a time
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", ActionKind(self.kind))   # ValueError: no such kind
 
 
 @dataclass(frozen=True)
@@ -227,7 +246,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                     *_run_all(download_steps(env, recipe, archs, work / "prebuilt", env_vars,
                                              req.verbose)),
                     *_deps(recipe, work),   # its import check needs them too
-                    Action("gate", "verify the prebuilt wheel (abi, symbols, cudart, fatbin, "
+                    Action(ActionKind.GATE, "verify the prebuilt wheel (abi, symbols, cudart, fatbin, "
                            "import, smoke); keep it only if all pass"))
     if recipe.kind == "prebuilt":
         actions = [_clean(work / "dist"),
@@ -235,22 +254,22 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                                             req.verbose)),
                    *_deps(recipe, work)]   # verified importable: pccm imports ccimport
     else:
-        actions = [Action("check", "check the system headers the recipe names"),
-                   Action("guard", "refuse if the build interpreter imports "
+        actions = [Action(ActionKind.CHECK, "check the system headers the recipe names"),
+                   Action(ActionKind.GUARD, "refuse if the build interpreter imports "
                           + ", ".join(own_modules(recipe)) + " from outside the source tree "
                           "(an installed copy would be built against instead)")]
-        actions.append(Action("fetch", f"fetch {recipe.source.describe()} into {work / 'src'}",
+        actions.append(Action(ActionKind.FETCH, f"fetch {recipe.source.describe()} into {work / 'src'}",
                               path=work / "src"))
-        actions += [Action("patch", f"apply patch set patches/{p} to {src}", arg=p, path=src)
+        actions += [Action(ActionKind.PATCH, f"apply patch set patches/{p} to {src}", arg=p, path=src)
                     for p in patch_sets]
         for var, extra in recipe.extra_sources:
             dest = work / "extra" / var
-            actions.append(Action("fetch", f"fetch {extra.describe()} into {dest} ({var})",
+            actions.append(Action(ActionKind.FETCH, f"fetch {extra.describe()} into {dest} ({var})",
                                   arg=var, path=dest))
-            actions += [Action("patch", f"apply patch set patches/{p} to {dest}", arg=p,
+            actions += [Action(ActionKind.PATCH, f"apply patch set patches/{p} to {dest}", arg=p,
                                path=dest) for p in recipe.patches]
         if recipe.build_requires:
-            actions.append(Action("run", f"build requirements of {recipe.name}", Step(
+            actions.append(Action(ActionKind.RUN, f"build requirements of {recipe.name}", Step(
                 (str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
                  *recipe.build_requires),
                 description=f"build requirements of {recipe.name}"), shares_env=True))
@@ -266,7 +285,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
         uncached = dict(zip(built, steps_for(replace(job, cache=None)))) if cache else {}
         # the key sees the build as it runs without launchers: they change speed only
         bare = dict(zip(built, steps_for(replace(job, cache=None, slots=None))))
-    actions.append(Action("verify", "verify (abi, symbols, cudart, fatbin, import, smoke) "
+    actions.append(Action(ActionKind.VERIFY, "verify (abi, symbols, cudart, fatbin, import, smoke) "
                           "after installing the wheel's runtime requirements"))
 
     source_inputs = {"source": _source_identity(recipe.source, project, content=False),
@@ -313,7 +332,7 @@ def _deps(recipe: Recipe, work: Path) -> list[Action]:
     if not recipe.depends:
         return []
     overlay = work / builddeps.OVERLAY
-    return [Action("deps", "install the wheels of " + ", ".join(recipe.depends) + " from this "
+    return [Action(ActionKind.DEPS, "install the wheels of " + ", ".join(recipe.depends) + " from this "
                    f"combo's wheelhouse, each into its own {overlay}/<name> (pip install "
                    "--no-deps --target; a wheel whose files are all there already is skipped), "
                    "on PYTHONPATH for this package only", path=overlay)]
@@ -327,11 +346,11 @@ def own_modules(recipe: Recipe) -> list[str]:
 
 
 def _clean(path: Path) -> Action:
-    return Action("clean", f"empty {path} (the wheel lands there first)", path=path)
+    return Action(ActionKind.CLEAN, f"empty {path} (the wheel lands there first)", path=path)
 
 
 def _run_all(steps) -> list[Action]:
-    return [Action("run", s.description, s) for s in steps]
+    return [Action(ActionKind.RUN, s.description, s) for s in steps]
 
 
 def _with_cmake_seed(job: BuildJob, runs: list[Action]) -> list[Action]:
@@ -343,10 +362,10 @@ def _with_cmake_seed(job: BuildJob, runs: list[Action]) -> list[Action]:
     # beside the package's sccache store, not in it: sccache evicts what it finds there
     seeds = job.cache.local.with_name(f"{job.cache.local.name}.cmake-seeds")
     seed = seeds / cmake_seed.seed_key(step.argv, dict(step.env))[:16]
-    return [Action("seed", f"seed CMake's compiler detection from {seed} if {job.build_dir} "
+    return [Action(ActionKind.SEED, f"seed CMake's compiler detection from {seed} if {job.build_dir} "
                    "is fresh", arg=str(seed), path=job.build_dir),
             *runs,
-            Action("remember", f"keep CMake's compiler detection as {seed}", arg=str(seed),
+            Action(ActionKind.REMEMBER, f"keep CMake's compiler detection as {seed}", arg=str(seed),
                    path=job.build_dir)]
 
 
@@ -432,17 +451,6 @@ def _patch_files(project: Project, names) -> list[Path]:
     for name in names:
         files += sorted(p for p in (project.patches_dir / name).rglob("*") if p.is_file())
     return files
-
-
-def entry_matches(project: Project, combo: Combo, req, recipe: Recipe, entry) -> bool:
-    """A cheap check without the combo env (no torch probe): does a wheelhouse entry come from
-    this recipe + patches, arches, policy, torch and Python? The build itself decides by the
-    full key (source content and commands included)."""
-    archs = package_arches(recipe, combo, req)
-    return (entry.recipe_digest == recipe_digest(project, recipe)
-            and entry.arches_requested == (archs if archs is not None else combo.arches).torch()
-            and entry.arch_policy == effective_policy(recipe, combo, req)
-            and entry.torch == combo.torch and entry.python == combo.python)
 
 
 @cache

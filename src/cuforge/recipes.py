@@ -388,10 +388,10 @@ def _check_scheme(url: str, where: str) -> None:
                           hint="use the https:// address of the same file or repository")
 
 
-def plan(recipes: dict[str, Recipe], wanted: list[str]) -> list[Recipe]:
+def build_order(recipes: dict[str, Recipe], wanted: list[str]) -> list[Recipe]:
     """The packages to build, dependencies first (``spconv`` -> pccm, cumm, spconv).
 
-    Order among independent packages follows ``wanted``, so the plan is stable.
+    Order among independent packages follows ``wanted``, so the order is stable.
     """
     unknown = [w for w in wanted if w not in recipes]
     if unknown:

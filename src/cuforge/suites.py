@@ -102,7 +102,7 @@ def upstream_stage(project: Project, python: Path, combo: Combo, house_dir: Path
     from .console import verdict_line
     by_name = {canonicalize_name(n): r for n, r in recipes.items()}
     wheels = {e.package: house_dir / e.wheel for e in entries
-              if e.status in ("compiled", "prebuilt") and e.wheel}
+              if e.status.has_wheel and e.wheel}
     by_package = {canonicalize_name(n): w for n, w in wheels.items()}
     stage = UpstreamStage(project, python, combo, {}, source_overrides)
     with tempfile.TemporaryDirectory(prefix="cuforge-suites-") as tmp:

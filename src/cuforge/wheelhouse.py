@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 
 from filelock import FileLock
@@ -31,8 +32,21 @@ from .errors import VerifyError, WheelhouseError
 MANIFEST = "manifest.jsonl"
 TABLE = "manifest.txt"
 TABLE_WIDTHS = (9, 32, 12, 28)   # status, package, version, arches; the wheel last
-STATUSES = ("compiled", "prebuilt", "skipped", "FAILED")
 INCOMING = ".incoming-"
+
+
+class Status(StrEnum):
+    """How a package ended, as its manifest line says (the published builder's words)."""
+
+    COMPILED = "compiled"
+    PREBUILT = "prebuilt"
+    SKIPPED = "skipped"
+    FAILED = "FAILED"
+
+    @property
+    def has_wheel(self) -> bool:
+        return self in (Status.COMPILED, Status.PREBUILT)
+
 
 
 @dataclass(frozen=True)
@@ -40,7 +54,7 @@ class Entry:
     """One manifest line."""
 
     package: str
-    status: str                        # compiled | prebuilt | skipped | FAILED
+    status: Status
     version: str = ""
     wheel: str = ""
     wheel_sha256: str = ""
@@ -62,6 +76,9 @@ class Entry:
     upstream_wheel: str = ""           # the wheel as built, before its pins were written in
     requires: list[str] = field(default_factory=list)    # its Requires-Dist as published
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    def __post_init__(self) -> None:   # a manifest line read back: its status is a Status
+        object.__setattr__(self, "status", Status(self.status))
 
     def line(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -32,10 +32,10 @@ from .combos import Combo
 from .console import make_console, verdict_line
 from .errors import BuildError, ConfigError, ToolchainError, VerifyError
 from .project import Project
-from .recipes import Recipe, load_recipes, plan
+from .recipes import Recipe, load_recipes, build_order
 from .runner import Step, capture, run
 from .stacks import Stack, env_file_text, load_stack
-from .wheelhouse import Entry, Wheelhouse
+from .wheelhouse import Entry, Status, Wheelhouse
 
 HOOK_BEGIN = "# >>> cuforge setup {name} >>>"
 HOOK_END = "# <<< cuforge setup {name} <<<"
@@ -59,7 +59,7 @@ class SetupRequest:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Setup:
     """What setup will do, decided before anything runs (``--dry-run`` prints it)."""
 
     stack: Stack
@@ -81,13 +81,13 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         raise ConfigError(f"no checkout at {req.checkout}",
                           hint="pass --checkout PATH to your clone (e.g. git clone "
                                "https://github.com/Anttwo/MILo)")
-    p = make_plan(project, req)
+    p = decide(project, req)
     if req.dry_run:
-        print_plan(project, req, p, out)
+        print_setup(project, req, p, out)
         return 0
     if p.to_build:
         _build(project, req, p, out)
-        p = make_plan(project, req)          # the wheelhouse changed
+        p = decide(project, req)          # the wheelhouse changed
     python = _venv_with_torch(req, p.combo, out)
     held = _install_wheels(python, p, out, req.index)
     missing = _install_checkout_requirements(python, p, req, held, out) if req.requirements else []
@@ -104,8 +104,8 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     return 0 if ok else VerifyError.exit_code
 
 
-# -- the plan --------------------------------------------------------------------------------
-def make_plan(project: Project, req: SetupRequest) -> Plan:
+# -- what setup will do ---------------------------------------------------------------------
+def decide(project: Project, req: SetupRequest) -> Setup:
     from .plan import wheel_dir
     stack = load_stack(project, req.stack)
     recipes = load_recipes(project)
@@ -113,8 +113,8 @@ def make_plan(project: Project, req: SetupRequest) -> Plan:
     if unknown:
         raise ConfigError(f"stack {stack.name} names packages without a recipe: "
                           f"{', '.join(unknown)}", hint=f"fix `packages` in {stack.file}")
-    order = plan(recipes, [*stack.packages, *stack.optional])
-    required = frozenset(r.name for r in plan(recipes, list(stack.packages)))
+    order = build_order(recipes, [*stack.packages, *stack.optional])
+    required = frozenset(r.name for r in build_order(recipes, list(stack.packages)))
     combo = req.combo
     if combo.interpreter:   # its torch decides the wheelhouse, as in a build
         combo = replace(combo, torch=installed_torch(venv.which(combo.interpreter)))
@@ -125,16 +125,16 @@ def make_plan(project: Project, req: SetupRequest) -> Plan:
     to_build = () if req.no_build else tuple(
         n for n in (*stack.packages, *stack.optional)
         if req.rebuild or n in required or not _failed(latest.get(n)))
-    return Plan(stack, combo, tuple(order), to_build, missing, house, required)
+    return Setup(stack, combo, tuple(order), to_build, missing, house, required)
 
 
 def _usable(house: Wheelhouse, entry: Entry | None) -> bool:
-    return (entry is not None and entry.status in ("compiled", "prebuilt")
+    return (entry is not None and entry.status.has_wheel
             and (house.dir / entry.wheel).is_file())
 
 
 def _failed(entry: Entry | None) -> bool:
-    return entry is not None and entry.status == "FAILED"
+    return entry is not None and entry.status is Status.FAILED
 
 
 def installed_torch(python: str) -> str:
@@ -148,7 +148,7 @@ def installed_torch(python: str) -> str:
                              ) from None
 
 
-def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
+def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
     out.print(Text(f"cuforge setup {p.stack.name} (dry run): combo {p.combo.id}, torch "
                    f"{p.combo.torch}, arches {p.combo.arches}", style="bold"))
     if req.no_build:
@@ -176,7 +176,7 @@ def print_plan(project: Project, req: SetupRequest, p: Plan, out: Console) -> No
 
 
 # -- steps -----------------------------------------------------------------------------------
-def _build(project: Project, req: SetupRequest, p: Plan, out: Console) -> None:
+def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
     from .pipeline import BuildRequest, build
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
                    f"{', '.join(p.missing) or 'none'})"))
@@ -251,7 +251,7 @@ def _link_site_packages(python: Path, base: Path) -> None:
     (ours / "_cuforge_base.pth").write_text("".join(f"{d}\n" for d in theirs))
 
 
-def installable(p: Plan) -> tuple[list[tuple[Recipe, Path]], list[str]]:
+def installable(p: Setup) -> tuple[list[tuple[Recipe, Path]], list[str]]:
     """The (recipe, wheel) pairs to install, and the optional packages left out (with why).
     A required package without a wheel is an error; one recorded as skipped (no kernels for
     these arches) installs nothing."""
@@ -260,11 +260,11 @@ def installable(p: Plan) -> tuple[list[tuple[Recipe, Path]], list[str]]:
     left_out: list[str] = []
     for r in p.recipes:
         entry = latest.get(r.name)
-        usable = (entry is not None and entry.status in ("compiled", "prebuilt")
+        usable = (entry is not None and entry.status.has_wheel
                   and (p.house.dir / entry.wheel).is_file())
         if usable:
             wheels.append((r, p.house.dir / entry.wheel))
-        elif entry is not None and entry.status == "skipped" and r.name in p.required:
+        elif entry is not None and entry.status is Status.SKIPPED and r.name in p.required:
             left_out.append(f"{r.name} ({entry.reason or 'skipped'})")
         elif r.name not in p.required:
             why = entry.reason.splitlines()[0] if entry and entry.reason else "no wheel"
@@ -275,7 +275,7 @@ def installable(p: Plan) -> tuple[list[tuple[Recipe, Path]], list[str]]:
     return wheels, left_out
 
 
-def _install_wheels(python: Path, p: Plan, out: Console, index: IndexOptions) -> list[str]:
+def _install_wheels(python: Path, p: Setup, out: Console, index: IndexOptions) -> list[str]:
     """The stack's wheels without dependency resolution (their pins name each other and torch),
     then those of their runtime requirements the venv does not already see, torch left out.
     Returns the constraint lines that hold torch and these wheels from now on."""
@@ -327,7 +327,7 @@ def checkout_requirements(stack: Stack, checkout: Path) -> list[CheckoutRequirem
     return parse_requirements_file(path, stack.requirements_file)
 
 
-def _install_checkout_requirements(python: Path, p: Plan, req: SetupRequest, held: list[str],
+def _install_checkout_requirements(python: Path, p: Setup, req: SetupRequest, held: list[str],
                                    out: Console):
     from .checkoutreqs import install
     reqs = checkout_requirements(p.stack, req.checkout)
@@ -346,7 +346,7 @@ def _install_checkout_requirements(python: Path, p: Plan, req: SetupRequest, hel
     return list(got.missing)
 
 
-def _print_requirements(req: SetupRequest, p: Plan, out: Console) -> None:
+def _print_requirements(req: SetupRequest, p: Setup, out: Console) -> None:
     """Step 3's second half in the dry run: the requirements and the constraint holding them."""
     if not req.requirements:
         out.print(Text("   the checkout's requirements: skipped (--no-requirements)"))
@@ -440,7 +440,7 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def stack_modules(p: Plan) -> list[str]:
+def stack_modules(p: Setup) -> list[str]:
     """What the import stage imports: each recipe's ``modules`` (else its wheel's own)."""
     from .verify.wheel import default_modules, unpack
     names: list[str] = []
@@ -466,7 +466,7 @@ print("CUFORGE-GPU", json.dumps(torch.cuda.get_device_name(0) if gpu else None),
 """
 
 
-def model_stage(project: Project, python: Path, p: Plan, out: Console, *,
+def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
                 checkout: Path) -> bool:
     """In the venv, with the stack's variables: import torch and every wheel's modules in one
     process (and ask it for a GPU), then, when there is one, the stack's ``checkout_model``

@@ -11,7 +11,7 @@ from cuforge.combos import select_combo, with_overrides
 from cuforge.pipeline import BuildRequest
 from cuforge.plan import job_shares, make_plan
 from cuforge.project import Project, find_project
-from cuforge.recipes import load_recipes, plan
+from cuforge.recipes import load_recipes, build_order
 from cuforge.toolchain import Toolkit
 from cuforge.torchinfo import TorchInfo
 from cuforge.venv import ComboEnv
@@ -43,7 +43,7 @@ def _setup(tmp_path: Path, arches: str = "12.0;12.1+PTX"):
 
 def _plan(project, combo, env, jobs=2):
     req = BuildRequest(combo=combo, jobs=jobs, packages=("b",))
-    return make_plan(project, req, env, plan(load_recipes(project), ["b"]))
+    return make_plan(project, req, env, build_order(load_recipes(project), ["b"]))
 
 
 def test_plan_is_deterministic_and_jobs_are_not_an_input(tmp_path):
@@ -122,7 +122,7 @@ def test_a_prebuilt_package_gets_its_dependencies_before_verification(tmp_path):
         'kind = "prebuilt"\ndepends = ["a"]\n[prebuilt]\nrequirements = ["c==1.0"]\n'
         'sha256 = ["' + "0" * 64 + '"]\n')
     req = BuildRequest(combo=combo, jobs=2, packages=("c",))
-    c = make_plan(project, req, env, plan(load_recipes(project), ["c"])).package("c")
+    c = make_plan(project, req, env, build_order(load_recipes(project), ["c"])).package("c")
     kinds = [a.kind for a in c.actions]
     assert "deps" in kinds and kinds.index("deps") < kinds.index("verify")
 
@@ -164,7 +164,7 @@ def test_packages_built_together_share_compile_slots_and_keep_their_keys(tmp_pat
     project, combo, env = _setup(tmp_path)
     pooled = _plan(project, combo, env, jobs=8)
     req = BuildRequest(combo=combo, jobs=8, packages=("b",), one_at_a_time=True)
-    serial = make_plan(project, req, env, plan(load_recipes(project), ["b"]))
+    serial = make_plan(project, req, env, build_order(load_recipes(project), ["b"]))
     assert pooled.pooled and not serial.pooled
     # each may start the whole budget of compilers: the slots, not shares, hold the budget
     assert [p.jobs for p in pooled.packages] == [8, 8]
@@ -189,7 +189,7 @@ def test_a_memory_hungry_package_gets_the_jobs_that_fit(tmp_path, monkeypatch):
     recipe.write_text("compile_memory_gb = 7\n" + recipe.read_text())
     monkeypatch.setattr(plan_module, "mem_available", lambda: 30 * 2**30)
     alone = make_plan(project, BuildRequest(combo=combo, jobs=16, packages=("a",)), env,
-                      plan(load_recipes(project), ["a"])).package("a")
+                      build_order(load_recipes(project), ["a"])).package("a")
     assert alone.jobs == 4 and dict(alone.env)["MAX_JOBS"] == "4"
     assert "4 of 16 jobs" in alone.jobs_note and "7 GB" in alone.jobs_note
     from cuforge.dryrun import package_lines

@@ -4,7 +4,7 @@ import pytest
 
 from cuforge.errors import ConfigError
 from cuforge.project import Project
-from cuforge.recipes import load_recipes, plan
+from cuforge.recipes import load_recipes, build_order
 
 
 def _project(tmp_path: Path, recipes: dict[str, str]) -> Project:
@@ -25,9 +25,9 @@ def test_only_pulls_dependencies_first(tmp_path):
         "spconv": 'depends = ["cumm", "pccm"]\n' + SRC,
         "flash-attn": SRC,
     })
-    order = [r.name for r in plan(load_recipes(project), ["spconv"])]
+    order = [r.name for r in build_order(load_recipes(project), ["spconv"])]
     assert order == ["pccm", "cumm", "spconv"]
-    order = [r.name for r in plan(load_recipes(project), ["flash-attn", "spconv"])]
+    order = [r.name for r in build_order(load_recipes(project), ["flash-attn", "spconv"])]
     assert order.index("pccm") < order.index("cumm") < order.index("spconv")
     assert set(order) == {"flash-attn", "pccm", "cumm", "spconv"}
 
@@ -35,9 +35,9 @@ def test_only_pulls_dependencies_first(tmp_path):
 def test_cycle_and_unknown_are_config_errors(tmp_path):
     project = _project(tmp_path, {"a": 'depends = ["b"]\n' + SRC, "b": 'depends = ["a"]\n' + SRC})
     with pytest.raises(ConfigError, match="cycle"):
-        plan(load_recipes(project), ["a"])
+        build_order(load_recipes(project), ["a"])
     with pytest.raises(ConfigError, match="no recipe for nope"):
-        plan(load_recipes(project), ["nope"])
+        build_order(load_recipes(project), ["nope"])
 
 
 def test_git_source_must_pin_a_commit(tmp_path):

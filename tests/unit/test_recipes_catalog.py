@@ -10,7 +10,7 @@ import pytest
 
 from cuforge.arches import parse_arch_list
 from cuforge.project import find_project
-from cuforge.recipes import Recipe, load_recipes, plan
+from cuforge.recipes import Recipe, load_recipes, build_order
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_pointcept_libs_come_from_the_pinned_pointcept_tree(recipes):
 
 
 def test_spconv_plan_is_pccm_ccimport_cumm_spconv(recipes):
-    order = [r.name for r in plan(recipes, ["spconv"])]
+    order = [r.name for r in build_order(recipes, ["spconv"])]
     assert set(order) == {"pccm", "ccimport", "cumm", "spconv"}
     assert order.index("cumm") > max(order.index("pccm"), order.index("ccimport"))
     assert order[-1] == "spconv"
