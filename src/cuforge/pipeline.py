@@ -28,7 +28,7 @@ from .project import Project
 from .recipes import Recipe, load_recipes, build_order
 from .runner import Step, listen, run
 from .wheelhouse import Entry, Status, Wheelhouse, sha256_of
-from .wheelmeta import runtime_requirements
+from .wheelmeta import wheel_requirements
 
 console = make_console(stderr=True)
 
@@ -224,7 +224,7 @@ class Executor:
         recipe = pkg.recipe
         entry = Entry(
             package=recipe.name, status=how, version=_wheel_version(wheel),
-            upstream_wheel=upstream, requires=runtime_requirements(wheel),
+            upstream_wheel=upstream, requires=wheel_requirements(wheel),
             wheel=wheel.name, wheel_sha256=sha256_of(wheel),
             source=describe_sources(recipe) if how is Status.COMPILED else " ".join(recipe.prebuilt),
             arches_requested=pkg.archs.torch(), arches_embedded=embedded,
@@ -424,7 +424,7 @@ class Executor:
     def _install_runtime_requirements(self, wheel: Path, log: Path) -> None:
         from .runtimedeps import install_step, split
         from .verify.requirements import unmet
-        reqs, _ = split(runtime_requirements(wheel), self.recipe_names)
+        reqs, _ = split(wheel_requirements(wheel), self.recipe_names)
         self.runtime[wheel.name] = reqs   # recorded in the manifest line
         if not reqs:   # torch and wheelhouse packages never come from an index (runtimedeps)
             return

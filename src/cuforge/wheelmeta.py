@@ -468,7 +468,7 @@ def _pin_problems(wheel: Path, target: Target, house: Mapping[str, str]) -> list
     return problems
 
 
-def runtime_requirements(wheel: Path) -> list[str]:
+def wheel_requirements(wheel: Path) -> list[str]:
     """The wheel's own ``Requires-Dist`` (extras left out): what ``pip install`` of it would
     bring, so the import check sees what a user's install sees (torch-sparse needs scipy)."""
     with zipfile.ZipFile(wheel) as zf:

@@ -279,12 +279,12 @@ def _install_wheels(python: Path, p: Setup, out: Console, index: IndexOptions) -
     """The stack's wheels without dependency resolution (their pins name each other and torch),
     then those of their runtime requirements the venv does not already see, torch left out.
     Returns the constraint lines that hold torch and these wheels from now on."""
-    from .wheelmeta import runtime_requirements
+    from .wheelmeta import wheel_requirements
     base = _base_python(p.combo)
     pairs, left_out = installable(p)
     wheels = [w for _, w in pairs]
     ours = {canonicalize_name(w.name.split("-")[0]) for w in wheels} | {"torch"}
-    wanted = {req for w in wheels for req in runtime_requirements(w)
+    wanted = {req for w in wheels for req in wheel_requirements(w)
               if canonicalize_name(Requirement(req).name) not in ours}
     run(Step(_pip_install(python, base, "--no-deps", "--reinstall", *map(str, wheels)),
              description=f"install the {p.stack.name} wheels"))

@@ -113,14 +113,14 @@ def test_terminated_build_leaves_no_orphaned_children(tmp_path):
 
 
 def test_runtime_requirements_are_read_from_the_wheel(tmp_path):
-    from cuforge.wheelmeta import runtime_requirements
+    from cuforge.wheelmeta import wheel_requirements
     wheel = tmp_path / "torch_sparse-0.6.18-cp311-cp311-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("torch_sparse-0.6.18.dist-info/METADATA",
                     "Metadata-Version: 2.1\nName: torch_sparse\nVersion: 0.6.18\n"
                     "Requires-Dist: scipy\nRequires-Dist: pytest ; extra == \"test\"\n"
                     "Requires-Dist: pywin32 ; sys_platform == \"win32\"\n")
-    assert runtime_requirements(wheel) == ["scipy"]
+    assert wheel_requirements(wheel) == ["scipy"]
 
 
 def test_a_wheel_altered_after_publishing_is_refused_for_install(tmp_path):
