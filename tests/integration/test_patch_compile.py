@@ -106,16 +106,19 @@ def test_unpatched_cub_max_fails_with_cccl3(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
-@pytest.mark.parametrize(("archs", "sass", "ptx"), [("121+PTX;120", ["120", "121"], ["121"]),
-                                                    ("80-virtual", [], ["80"])])
-def test_flash_attn_arch_flags_give_that_device_code(tmp_path: Path, archs: str,
+@pytest.mark.parametrize(("archs", "request_", "sass", "ptx"), [
+    ("121+PTX;120", "12.1+PTX;12.0", ["120", "121"], ["121"]),
+    ("80-virtual", "8.0-virtual", [], ["80"])])
+def test_flash_attn_arch_flags_give_that_device_code(tmp_path: Path, archs: str, request_: str,
                                                      sass: list[str], ptx: list[str]) -> None:
     """The patched flash-attn fixture's -gencode flags, on a tiny kernel with the real nvcc:
-    the shared object holds exactly that SASS and PTX (cuforge's own fatbin reader)."""
+    the shared object holds exactly that SASS and PTX (cuforge's own fatbin reader), and the
+    fatbin verification passes it against the cuforge arch list the recipe turned into them."""
     import json
     import sys
 
-    from cuforge.verify.fatbin import read_fatbin
+    from cuforge.arches import parse_arch_list
+    from cuforge.verify.fatbin import check_fatbin, read_fatbin
     root = patched_tree(tmp_path, "flash-attn", "flash_attn")
     nvcc = shutil.which("nvcc")
     # setup.py asks $CUDA_HOME/bin/nvcc for its version only: the nvcc on PATH serves
@@ -133,3 +136,6 @@ def test_flash_attn_arch_flags_give_that_device_code(tmp_path: Path, archs: str,
     containers = read_fatbin(so)
     assert sorted({a.number for c in containers for a in c.sass}) == sass
     assert sorted({a.number for c in containers for a in c.ptx}) == ptx
+    verdict = check_fatbin(so, parse_arch_list(request_))
+    assert verdict.status == ("pass" if sass else "warn"), verdict.detail   # PTX only: JIT, a warn
+    assert check_fatbin(so, parse_arch_list("12.1+PTX;12.0;9.0")).status == "fail"

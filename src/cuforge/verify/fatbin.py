@@ -107,7 +107,11 @@ class FatbinContainer:
     @property
     def is_link_stub(self) -> bool:
         """nvcc's device-link output when it links the .so itself: readable cubins without a
-        single kernel and no PTX. The runtime never loads code from it, so coverage skips it."""
+        single kernel and no PTX, or nothing at all when the device code is PTX only (seen:
+        `nvcc -shared` for `code=compute_80` alone). The runtime never loads code from it, so
+        coverage skips it."""
+        if not self.entries:
+            return True
         elves = [e for e in self.entries if e.kind == "sass"]
         return (bool(elves) and not self.ptx
                 and all(e.kernels is not None and not e.kernels for e in elves))
