@@ -42,10 +42,35 @@ def dry_run(project: Project, req, order: list[Recipe]) -> None:
            "($CUFORGE_SLOTS, a FIFO made when the build starts) keep the machine at the budget"
            if plan.pooled else "each within its share")
     out.print(f"# jobs budget {plan.jobs}: packages at the same depth build side by side, {how}")
+    current = _up_to_date(plan, req)
     for pkg in plan.packages:
-        for line in package_lines(project, pkg):
+        lines = (up_to_date_lines(pkg, current[pkg.name]) if pkg.name in current
+                 else package_lines(project, pkg))
+        for line in lines:
             out.print(line, markup=False)
-    out.print(f"\n# then: publish each verified wheel into {plan.wheel_dir}")
+    if len(current) == len(plan.packages):
+        out.print(f"\n# every wheel is up to date in {plan.wheel_dir}: the build would build "
+                  "nothing (--rebuild builds them again)")
+    else:
+        out.print(f"\n# then: publish each verified wheel into {plan.wheel_dir}")
+
+
+def _up_to_date(plan, req) -> dict:
+    """The wheelhouse entries the build would keep as they are (same key, wheel intact),
+    as the build itself decides (pipeline.up_to_date); none with --rebuild."""
+    from .pipeline import up_to_date
+    from .wheelhouse import Wheelhouse
+    if getattr(req, "rebuild", False):
+        return {}
+    house = Wheelhouse(plan.wheel_dir)
+    found = {pkg.name: up_to_date(house, pkg) for pkg in plan.packages}
+    return {name: entry for name, entry in found.items() if entry is not None}
+
+
+def up_to_date_lines(pkg: PackagePlan, entry) -> list[str]:
+    return [f"\n# ---- {pkg.name} ({pkg.recipe.kind}, key {pkg.key[:16]}) ----",
+            f"# up to date: {entry.wheel} has this key in the wheelhouse; the build keeps it "
+            "and runs nothing for it (--rebuild builds it again)"]
 
 
 def package_lines(project: Project, pkg: PackagePlan) -> list[str]:

@@ -79,6 +79,12 @@ def test_unchanged_is_up_to_date_and_changes_rebuild(project, tmp_path):
     digest = (project / "recipes" / "tinyext.toml").read_text().split('sha256 = "')[1][:64]
     assert _lines(wh)[0]["source"].endswith(f"tinyext-1.0.tar.gz#sha256={digest}")
 
+    # the dry run says what the build will do: keep the wheel, run nothing
+    dry = _build(project, wh, "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "# up to date: tinyext-" in dry.stdout and "pep517" not in dry.stdout, dry.stdout
+    assert "pep517" in _build(project, wh, "--dry-run", "--rebuild").stdout
+
     again = _build(project, wh)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "up to date" in again.stderr and len(_lines(wh)) == 1
@@ -88,6 +94,7 @@ def test_unchanged_is_up_to_date_and_changes_rebuild(project, tmp_path):
 
     recipe = project / "recipes" / "tinyext.toml"
     recipe.write_text(recipe.read_text() + '[env]\nTINYEXT_FLAG = "1"\n')   # the recipe changed
+    assert "up to date" not in _build(project, wh, "--dry-run").stdout
     changed = _build(project, wh)
     assert changed.returncode == 0 and "up to date" not in changed.stderr
     assert len(_lines(wh)) == 3
