@@ -41,7 +41,7 @@ from typing import Literal
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from ..arches import Arch, ArchList
+from ..arches import Arch, ArchList, Target
 from .elf import ElfLib, demangle
 from .report import CheckResult, Status, worst
 
@@ -256,7 +256,7 @@ def coverage(containers: list[FatbinContainer],
     for target in requested:
         found: dict[tuple[Status, str], list[str]] = {}
         for c in groups:
-            for status, text in _target_findings(c, target.arch, target.ptx):
+            for status, text in _target_findings(c, target):
                 found.setdefault((status, text), []).append(_group_name(c, names))
         notes += [(status, f"{target.arch}: {_groups(gs)}: {text}") for (status, text), gs in found.items()]
     wanted = {("sass", a) for a in requested.sass} | {("ptx", a) for a in requested.ptx}
@@ -279,11 +279,12 @@ def _groups(names: list[str], shown: int = 3) -> str:
     return f"{len(names)} kernel groups [{', '.join(names[:shown])}{more}]"
 
 
-def _target_findings(c: FatbinContainer, arch: Arch, want_ptx: bool) -> list[tuple[Status, str]]:
+def _target_findings(c: FatbinContainer, target: Target) -> list[tuple[Status, str]]:
     """What is wrong or second-best for one group on one target (empty: native SASS)."""
     out: list[tuple[Status, str]] = []
-    if want_ptx and arch not in c.ptx:
-        out.append(("fail", f"no compute_{arch.number} PTX ({arch}+PTX requested)"))
+    arch = target.arch
+    if target.ptx and arch not in c.ptx:
+        out.append(("fail", f"no compute_{arch.number} PTX ({target} requested)"))
     how = runs_on(c, arch)
     if how is None:
         out.append(("fail", "no SASS and no PTX that runs there"))
