@@ -401,7 +401,7 @@ def _cmd_emulation(args) -> int:
             print(line)
     findings = emulation.check(project.state_dir, emu)
     for f in findings:
-        print(f"{'ok ' if f.ok else 'BAD'} {f.what}" + ("" if f.ok else f"\n    fix: {f.fix}"))
+        print(f"{emulation.verdict(f.ok):7} {f.what}" + ("" if f.ok else f"\n        fix: {f.fix}"))
     return 0 if all(f.ok for f in findings) else 3
 
 

@@ -111,7 +111,8 @@ def combos_in_use(project: Project, combos: list[Combo]) -> list[Combo]:
 
 def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
                console: Console | None = None) -> int:
-    """Print the report; exit 0 when nothing the judged combos need is missing, 3 otherwise."""
+    """Print the report; exit 0 when nothing the judged combos need is missing and the device
+    runs every wheel of their wheelhouses, 3 otherwise."""
     out = console or make_console()
     rows: list[tuple[str, str, str]] = []
     report = gpu.probe()
@@ -128,8 +129,19 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
     for check, status, detail in rows:
         t.add_row(Text(check), Text(status, style=_STYLE.get(status, "")), Text(detail))
     out.print(t)
+    judged_houses = {c.wheel_dir(project.wheelhouse) for c in judged}
+    cannot_run: list[str] = []
     for house in wheelhouses(project.wheelhouse):
-        out.print(_wheelhouse_table(house, project.wheelhouse, device))
+        shown, none = _wheelhouse_table(house, project.wheelhouse, device)
+        out.print(shown)
+        if house in judged_houses:
+            cannot_run += none
+    if cannot_run and device is not None:
+        arch = device[0]
+        out.print(Text(f"{plural(len(cannot_run), 'package')} cannot run on sm_{arch.number}: "
+                       f"{', '.join(cannot_run)}; fix: cuforge build --cuda-arch {arch} "
+                       "(with the combo's options) builds them for it", style="bold red"),
+                  soft_wrap=True)
     if not wheelhouses(project.wheelhouse):
         out.print(Text(f"no wheelhouse under {project.wheelhouse} yet (cuforge build makes one)"))
     names = ", ".join(c.id for c in judged)
@@ -137,7 +149,7 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
                    if judged else "judged: no combo has an env or a wheelhouse here yet "
                    "(--combo NAME judges one); the other combos are information"),
               soft_wrap=True)
-    problems = sum(status in ("missing", "old") for _, status, _ in rows)
+    problems = sum(status in ("missing", "old") for _, status, _ in rows) + len(cannot_run)
     return 0 if problems == 0 else 3
 
 
@@ -203,11 +215,12 @@ def _combos(project: Project, report: gpu.GpuReport, combos: list[Combo],
             judged: set[str]) -> list[tuple[str, str, str]]:
     rows = []
     for combo in combos:
-        rows += [_as_info(row, combo.id in judged) for row in _combo_rows(project, report, combo)]
+        rows += [_as_info(row, combo.id in judged)
+                 for row in _combo_rows(project, report, combo, combo.id in judged)]
     return rows
 
 
-def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo
+def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo, judged: bool = False
                 ) -> list[tuple[str, str, str]]:
     rows = []
     name = f"combo {combo.id}"
@@ -219,7 +232,15 @@ def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo
         rows.append((f"{name}: platform", "info", f"{combo.target.name}: built there only; "
                      f"`cuforge resolve --combo {combo.id}` checks it from here"))
         return rows
-    if combo.interpreter:
+    if combo.interpreter and judged:   # as the build will find it (a probe: seconds)
+        try:
+            info = venv.check_interpreter(combo)
+        except CuforgeError as err:
+            rows.append((f"{name}: interpreter", "missing", str(err)))
+        else:
+            rows.append((f"{name}: interpreter", "ok", f"{info.python}: Python "
+                         f"{info.py_version}, torch {info.torch_full} (CUDA {info.cuda})"))
+    elif combo.interpreter:
         found = shutil.which(combo.interpreter)
         rows.append((f"{name}: interpreter", "ok" if found else "missing",
                      found or combo.interpreter))
@@ -252,10 +273,12 @@ def _headers(project: Project, in_use: set[str]) -> list[tuple[str, str, str]]:
 
 
 def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None):
+    """The table of ``house`` rated for ``device``, and the packages it cannot run."""
     where = house.relative_to(root) if house.is_relative_to(root) else house
     title = f"wheelhouse {where}: " + (f"on {device[1]}" if device else
                                        "no GPU here (--gpu-arch X.Y rates it for another one)")
     t = table("package", "runs", "detail", title=title, wide=["detail"])
+    none: list[str] = []
     for entry in Wheelhouse(house).latest().values():
         wheel = house / entry.wheel if entry.wheel else None
         if wheel is None or not wheel.is_file():
@@ -271,7 +294,9 @@ def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None):
         rated = wheel_runs_on(wheel, device[0])
         t.add_row(Text(entry.package), Text(rated.runs, style=_STYLE[rated.runs]),
                   Text(rated.detail))
-    return t
+        if rated.runs == "none":
+            none.append(entry.package)
+    return t, none
 
 
 def _host_compilers(project: Project, judged: list[Combo]) -> list[tuple[str, str, str]]:
@@ -311,6 +336,6 @@ def _emulation(project: Project) -> list[tuple[str, str, str]]:
         for f in emulation.check(project.state_dir, emu,
                                  torch_python=envs[0] if envs else None):
             # optional: an unusable emulator is "not yet", never a failure of the machine
-            rows.append((f"emulation {name}", "ok" if f.ok else "not yet",
+            rows.append((f"emulation {name}", emulation.verdict(f.ok),
                          f.what if f.ok else f"{f.what}; fix: {f.fix}"))
     return rows

@@ -106,7 +106,9 @@ def _predicted_env(project: Project, combo: Combo,
                    emulator: emulation.Emulator | None) -> venv.ComboEnv:
     """The env as it will be, without creating it (for --dry-run)."""
     root = venv.env_dir(project.state_dir, combo)
-    if combo.interpreter or venv.is_ready(project.state_dir, combo):
+    if combo.interpreter:   # nothing to predict: the build uses it as it is, or refuses it
+        return venv.prepare(project.state_dir, combo, log=Path("/dev/null"), emulator=emulator)
+    if venv.is_ready(project.state_dir, combo):
         try:
             return venv.prepare(project.state_dir, combo, log=Path("/dev/null"),
                                 emulator=emulator)

@@ -342,11 +342,19 @@ def check(state_dir: Path, emu: Emulator, *, torch_python: Path | None = None) -
     name, fields = entries[0]
     qemu = fields.get("interpreter", "?")
     version = qemu_version(qemu)
-    out = [Finding(version is not None and version >= emu.min_qemu,
-                   f"{emu.platform} binaries run by {qemu} (binfmt_misc {name}, QEMU "
-                   f"{version or 'version unknown'})",
-                   "" if version and version >= emu.min_qemu else
-                   f"QEMU {version} crashes in `import torch` (bookworm's 7.2 does); {fix_setup}")]
+    if _another_checkouts(qemu, emu, state_dir):
+        # it runs today, but from a tree this checkout does not own: deleting that clone
+        # breaks every build here, and this checkout's own QEMU is not there
+        out = [Finding(False, f"{emu.platform} binaries run by another checkout's QEMU, {qemu} "
+                       f"(binfmt_misc {name}); this checkout has none at "
+                       f"{emu.qemu_path(state_dir)}", fix_setup)]
+    else:
+        out = [Finding(version is not None and version >= emu.min_qemu,
+                       f"{emu.platform} binaries run by {qemu} (binfmt_misc {name}, QEMU "
+                       f"{version or 'version unknown'})",
+                       "" if version and version >= emu.min_qemu else
+                       f"QEMU {version} crashes in `import torch` (bookworm's 7.2 does); "
+                       f"{fix_setup}")]
     missing = [p for p in emu.apt_packages if not _dpkg_installed(p)]
     if missing:
         out.append(Finding(False, f"cross compilers: {', '.join(missing)} not installed",
@@ -372,6 +380,20 @@ def check(state_dir: Path, emu: Emulator, *, torch_python: Path | None = None) -
         out.append(Finding(proc.returncode == 0, f"import torch under emulation "
                            f"({torch_python}): {said}", fix_setup))
     return out
+
+
+def _another_checkouts(qemu: str, emu: Emulator, state_dir: Path) -> bool:
+    """Is the registered ``qemu`` the QEMU that ``emulation setup`` provisioned in another
+    cuforge state dir (another clone's ``.cuforge/emulation/<platform>/qemu/...``)?"""
+    own = emu.qemu_path(state_dir)
+    tail = Path("emulation", emu.platform, "qemu", emu.qemu_binary)
+    return Path(qemu) != own and Path(qemu).as_posix().endswith("/" + tail.as_posix())
+
+
+def verdict(ok: bool) -> str:
+    """A finding's word, the same in ``cuforge emulation status`` and doctor: emulation is
+    optional, so what is missing is "not yet", never a failure of the machine."""
+    return "ok" if ok else "not yet"
 
 
 def _cross_compilers(state_dir: Path, emu: Emulator, fix: str) -> list[Finding]:

@@ -166,7 +166,10 @@ def _discard_half_created(root: Path) -> None:
         shutil.rmtree(root)
 
 
-def _existing_interpreter(state_dir: Path, combo: Combo) -> ComboEnv:
+def check_interpreter(combo: Combo) -> TorchInfo:
+    """A combo's existing interpreter, probed: it must exist, be the combo's Python (the wheels
+    are tagged with it) and import a torch built for the combo's CUDA; ToolchainError with
+    the fix otherwise. What a build does first, and what doctor reports."""
     python = which(combo.interpreter)
     if not Path(python).exists():
         raise ToolchainError(f"the combo's interpreter {combo.interpreter!r} does not exist",
@@ -176,6 +179,18 @@ def _existing_interpreter(state_dir: Path, combo: Combo) -> ComboEnv:
         raise ToolchainError(f"{python} cannot import torch ({info.torch_error})",
                              hint="install torch into that interpreter, or drop `interpreter` "
                              "so cuforge creates a venv")
+    if info.py_version != combo.python:
+        raise ToolchainError(f"{python} is Python {info.py_version}, but combo {combo.id} is "
+                             f"for Python {combo.python}",
+                             hint=f"point `interpreter` (or --interpreter) at a Python "
+                             f"{combo.python} with torch, or pass --python {info.py_version}")
+    _check_torch(info, combo, exact_torch=False)
+    return info
+
+
+def _existing_interpreter(state_dir: Path, combo: Combo) -> ComboEnv:
+    info = check_interpreter(combo)
+    python = info.python
     if info.torch != combo.torch:   # the interpreter decides; the wheelhouse path follows it
         print(f"note: {python} has torch {info.torch}; building for that, not {combo.torch}",
               file=sys.stderr)

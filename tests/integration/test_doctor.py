@@ -4,6 +4,8 @@ GPU given by --gpu-arch (no GPU here: the local probe must say so, not pass sile
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -142,3 +144,50 @@ def test_doctor_judges_the_combos_in_use(tmp_path: Path, monkeypatch) -> None:
 
     (tmp_path / "state" / "envs" / "3.99-cu130-torch2.14.1").mkdir(parents=True)   # an env
     assert doctor()[0] == 3
+
+
+def _doctor(project, **kw) -> tuple[int, str]:
+    out = Console(file=io.StringIO(), width=200, record=True, color_system=None)
+    rc = run_doctor(project, console=out, **kw)
+    return rc, out.export_text()
+
+
+def test_an_interpreter_without_torch_is_not_ok_and_the_dry_run_refuses_it(tmp_path: Path,
+                                                                           monkeypatch) -> None:
+    """`interpreter = ...` (the h200 combo's python3) is probed as the build will use it:
+    one without torch is `missing` (exit 3), and the dry run refuses it as the build does
+    instead of planning torch wheels for a Python that cannot build them."""
+    python = Path(sys.executable)   # the test venv: Python 3.11, no torch
+    root = _project_with(tmp_path, f'[[combo]]\npython = "3.11"\naccel = "cu130"\n'
+                         f'torch = "2.11.0"\nname = "mine"\ninterpreter = "{python}"\n'
+                         'toolkit = "system"\n')
+    monkeypatch.setenv("CUFORGE_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("CUFORGE_WHEELHOUSE", str(tmp_path / "wheelhouse"))
+    rc, text = _doctor(find_project(root=root), combo="mine")
+    row = next(line for line in text.splitlines() if "combo mine: interpreter" in line)
+    assert rc == 3 and row.split()[3] == "missing" and "cannot import torch" in row, text
+    dry = subprocess.run([sys.executable, "-m", "cuforge", "--root", str(root), "build",
+                          "--combo", "mine", "--dry-run"], capture_output=True, text=True,
+                         env={**os.environ, "CUFORGE_STATE": str(tmp_path / "state")})
+    assert dry.returncode == 3 and "cannot import torch" in dry.stderr, dry.stderr
+    assert "torch2.11.0-cp" not in dry.stdout and "Traceback" not in dry.stderr
+
+
+def test_a_gpu_that_runs_no_wheel_is_not_ok(wheels, tmp_path: Path, monkeypatch) -> None:
+    """--gpu-arch 8.6 against a wheelhouse of sm_90 code: every package `none`, exit 3 and
+    the fix; 9.0 runs it natively, exit 0."""
+    root = _project_with(tmp_path, '[[combo]]\npython = "3.11"\naccel = "cu130"\n'
+                         'torch = "2.14.1"\n')
+    monkeypatch.setenv("CUFORGE_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("CUFORGE_WHEELHOUSE", str(tmp_path / "wheelhouse"))
+    house = tmp_path / "wheelhouse" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
+    copy = tmp_path / wheels["kernels"].name
+    copy.write_bytes(wheels["kernels"].read_bytes())
+    Wheelhouse(house).publish(copy, Entry(package="kernels", status="compiled",
+                                          wheel=copy.name))
+    project = find_project(root=root)
+    rc, text = _doctor(project, gpu_arch="8.6")
+    assert rc == 3 and "1 package cannot run on sm_86: kernels" in text, text
+    assert "--cuda-arch 8.6" in text
+    rc, text = _doctor(project, gpu_arch="9.0")
+    assert rc == 0 and "cannot run" not in text, text

@@ -113,3 +113,28 @@ def test_unprovisioned_state_is_reported_with_the_package_and_how_to_register(tm
     fix = bad[0].fix
     assert "cuforge emulation setup" in fix and "trixie's qemu-user" in fix
     assert "binfmt_misc" in fix and "QEMU >= 10.0" in fix
+
+
+def test_another_checkouts_registration_is_not_this_ones(tmp_path, monkeypatch):
+    """binfmt_misc is one per machine: a registration whose QEMU lies in another clone's
+    state dir runs aarch64 code today, but this checkout has no QEMU of its own (delete that
+    clone and every build here breaks). status says "not yet", in doctor's words."""
+    emu = _aarch64()
+    other = tmp_path / "other-clone" / ".cuforge" / "emulation" / emu.platform / "qemu" / \
+        emu.qemu_binary
+    other.parent.mkdir(parents=True)
+    other.write_text("#!/bin/sh\necho 'qemu-aarch64 version 10.0.13'\n")
+    other.chmod(0o755)
+    binfmt = tmp_path / "binfmt_misc"
+    binfmt.mkdir()
+    (binfmt / "cuforge-aarch64").write_text(
+        f"enabled\ninterpreter {other}\nflags: F\noffset 0\nmagic {emu.binfmt_magic.hex()}\n"
+        f"mask {emu.binfmt_mask.hex()}\n")
+    monkeypatch.setattr(emulation, "BINFMT", binfmt)
+    first = emulation.check(tmp_path / "this-clone" / ".cuforge", emu)[0]
+    assert not first.ok and "another checkout's QEMU" in first.what, first
+    assert "cuforge emulation setup" in first.fix
+    # the clone that provisioned it: its own registration is fine
+    mine = emulation.check(tmp_path / "other-clone" / ".cuforge", emu)[0]
+    assert mine.ok, mine
+    assert emulation.verdict(False) == "not yet" and emulation.verdict(True) == "ok"
