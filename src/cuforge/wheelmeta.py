@@ -17,7 +17,9 @@ the wheelhouse, its METADATA is rewritten:
   ``0.1.0+cu130torch2.14.1`` (``+cu130`` for compiled code that does not link torch); the
   upstream version before the ``+`` stays as it was;
 - every requirement on a package of the same wheelhouse directory (and every recipe dependency
-  found there) pinned to that wheel's exact version (``cumm-cu130==0.8.2+cu130``).
+  found there) pinned to that wheel's exact version (``cumm-cu130==0.8.2+cu130``);
+- for a wheel that links torch, the import guard (cuforge.importguard), which refuses the
+  import when torch was swapped after the install by a command that did not resolve these pins.
 
 The wheel's file name and ``.dist-info`` directory take the new version, and RECORD is written
 anew, so pip and uv accept it. :func:`check` reads all of this back against the directory the
@@ -320,6 +322,8 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
     out = dest / ("-".join([name, str(Version(version)), *rest]) + ".whl")
     dest.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w") as dst:
+        guard = _guard(wheel, src.namelist(), str(Version(version)), build, accel, requires) \
+            if torch_linked else {}
         old_info = _dist_info(src.namelist())
         project = old_info.removesuffix(".dist-info").rpartition("-")[0]
         new_prefix = f"{project}-{Version(version)}"
@@ -327,10 +331,15 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
                    old_info.removesuffix(".dist-info") + ".data": f"{new_prefix}.data"}
         record_name = f"{new_prefix}.dist-info/RECORD"
         record = []
+        for arcname, data in guard.items():   # first: verify's import check imports it first
+            dst.writestr(zipfile.ZipInfo(arcname, (2020, 1, 1, 0, 0, 0)), data,
+                         compress_type=zipfile.ZIP_DEFLATED)
+            record.append(f"{arcname},sha256={record_digest(data)},{len(data)}")
         for info in src.infolist():
             top, slash, rest_path = info.filename.partition("/")
             arcname = renames.get(top, top) + slash + rest_path
-            if arcname == record_name or rest_path in _SIGNATURES and top == old_info:
+            if arcname == record_name or rest_path in _SIGNATURES and top == old_info \
+                    or arcname in guard:
                 continue                          # RECORD is written anew; signatures die
             data = src.read(info)
             if arcname == f"{new_prefix}.dist-info/METADATA":
@@ -344,6 +353,18 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
         dst.writestr(zipfile.ZipInfo(record_name, (2020, 1, 1, 0, 0, 0)),
                      "\n".join(record) + "\n", compress_type=zipfile.ZIP_DEFLATED)
     return out
+
+
+def _guard(wheel: Path, names: list[str], version: str, build: TorchBuild, accel: str,
+           requires: list[str]) -> dict[str, bytes]:
+    """The import guard's files (cuforge.importguard) for a wheel that links torch: it
+    accepts the builds its torch pin admits, nothing else."""
+    from . import importguard
+    dist = canonicalize_name(parse_wheel_filename(wheel.name)[0])
+    public = Version(build.version).public
+    torch_lines = [r for r in requires if canonicalize_name(Requirement(r).name) == "torch"]
+    return importguard.files(dist, f"{dist} {version}", importguard.top_level_names(names),
+                             public, admitted_builds(torch_lines, public), build.label(accel))
 
 
 def torch_build(python: Path, fallback: str) -> TorchBuild:
@@ -424,6 +445,13 @@ def check(wheel: Path, directory: Path | None = None, *, house: Mapping[str, str
                        f"{target.python}; RECORD valid")
 
 
+def _has_guard(wheel: Path) -> bool:
+    from .importguard import module_name
+    module = module_name(canonicalize_name(parse_wheel_filename(wheel.name)[0]))
+    with zipfile.ZipFile(wheel) as zf:
+        return {f"{module}.py", f"{module}.pth"} <= set(zf.namelist())
+
+
 def _pin_problems(wheel: Path, target: Target, house: Mapping[str, str]) -> list[str]:
     problems = []
     _, version, _, tags = parse_wheel_filename(wheel.name)
@@ -445,6 +473,8 @@ def _pin_problems(wheel: Path, target: Target, house: Mapping[str, str]) -> list
         except InvalidRequirement:
             problems.append(f"unreadable Requires-Dist {line!r}")
     torch_reqs = [r for r in reqs if canonicalize_name(r.name) == "torch" and not r.marker]
+    if torch_linked and not _has_guard(wheel):
+        problems.append("links torch but carries no import guard (cuforge.importguard)")
     if torch_linked:
         exact = [s for r in torch_reqs for s in r.specifier if s.operator == "=="]
         if not exact:

@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge import wheelmeta  # noqa: E402
+from cuforge import importguard, wheelmeta  # noqa: E402
 from cuforge.index import write_indexes  # noqa: E402
 from cuforge.venv import find_uv  # noqa: E402
 
@@ -176,25 +176,52 @@ def test_control_the_old_pin_lets_another_cuda_build_in(offers, tmp_path, tool):
     assert _torch(python) == "2.14.1+cu126"
 
 
+SWAPS = {"2.14.1+cu126": "cu126", "2.14.1+rocm6.4": "rocm6.4"}
+
+
 @pytest.mark.parametrize("tool", ["pip", "uv"])
-def test_what_the_pins_cannot_stop_a_later_swap_of_torch(offers, tmp_path, tool):
-    """The documented limit: a command that installs torch alone does not resolve the
-    wheel's requirements; it swaps the build, and only ``pip check`` names the broken pair."""
+@pytest.mark.parametrize("swap", list(SWAPS))
+def test_a_later_swap_of_torch_is_refused_at_import(offers, tmp_path, tool, swap):
+    """What pins cannot stop: a command that installs torch alone does not resolve the wheel's
+    requirements, so it swaps the build (pip warns, uv did not). The wheel's import guard
+    (cuforge.importguard) then refuses the import with one line naming both builds; nothing
+    else in the env is touched by it."""
     _, python = _install(tool, tmp_path / "venv", offers["house"], offers["torches"]["2.14.1"],
                          offers["runtimes"])
     assert _torch(python) == "2.14.1"
-    sources = ["--no-index", "--find-links", str(offers["torches"]["2.14.1+cu126"]),
-               "--find-links", str(offers["runtimes"]), "torch==2.14.1+cu126"]
+    sources = ["--no-index", "--find-links", str(offers["torches"][swap]),
+               "--find-links", str(offers["runtimes"]), f"torch=={swap}"]
     argv = [sys.executable, "-m", "pip", "--python", str(python), "install",
             "--disable-pip-version-check", "--no-cache-dir", *sources] if tool == "pip" else \
         [find_uv(), "pip", "install", "--no-config", "--no-cache", "--offline", "--python",
          str(python), *sources]
-    swap = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=300)
-    assert swap.returncode == 0, swap.stdout + swap.stderr
-    assert _torch(python) == "2.14.1+cu126"
+    swapped = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=300)
+    assert swapped.returncode == 0, swapped.stdout + swapped.stderr
+    assert _torch(python) == swap
     # pip warns afterwards ("cuforge-tiny-ext ... requires torch..., but you have torch
     # 2.14.1+cu126 which is incompatible"); uv 0.13.9 said nothing when this was written
-    assert tool == "uv" or "but you have torch 2.14.1+cu126" in swap.stderr, swap.stderr
+    assert tool == "uv" or f"but you have torch {swap}" in swapped.stderr, swapped.stderr
     check = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "check"],
                            capture_output=True, text=True, env=_env())
     assert check.returncode != 0 and "cuforge-tiny-ext" in check.stdout, check.stdout
+    refused = subprocess.run([str(python), "-c", "import cuforge_tiny_ext"], capture_output=True,
+                             text=True)
+    line = importguard.refusal("cuforge-tiny-ext 0.1+cu130torch2.14.1", "2.14.1", "cu130", swap,
+                               SWAPS[swap])
+    assert refused.returncode != 0 and refused.stderr.splitlines()[-1] == f"ImportError: {line}", \
+        refused.stderr
+    other = subprocess.run([str(python), "-c", "import json, torch; print(torch.__version__)"],
+                           capture_output=True, text=True)
+    assert other.returncode == 0 and other.stdout.strip() == swap, other.stderr
+
+
+def test_the_guard_is_in_the_published_wheel(offers):
+    import zipfile
+    (wheel,) = offers["house"].parent.glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        pth = zf.read("_cuforge_guard_cuforge_tiny_ext.pth").decode()
+    assert pth == "import _cuforge_guard_cuforge_tiny_ext\n"
+    assert "_cuforge_guard_cuforge_tiny_ext.py" in names
+    assert wheelmeta.record_problems(wheel) == []       # listed in RECORD like every file
+    assert importguard.top_level_names(names) == ["cuforge_tiny_ext"]
