@@ -166,3 +166,22 @@ def test_verify_command_on_the_wheelhouse(built, tmp_path):
     results = {r["check"]: r for r in json.loads(out.stdout)["wheels"][0]["results"]}
     assert results["import"]["status"] == "fail" and "does_not_exist" in results["import"]["detail"]
     assert results["fatbin"]["status"] == "pass"     # the .so itself is still fine
+
+
+def test_an_indexed_wheelhouse_follows_build_rebuild(built):
+    """`cuforge index`, then `build --rebuild` into the same directory: the publish rewrites
+    the index, which lists the new wheel's sha256, and `cuforge verify` (which checks the index
+    first) passes."""
+    from cuforge.digest import sha256_of
+    from cuforge.index import problems
+    wh, env, _ = built
+    d = wh / COMBO_DIR
+    assert cuforge("index", str(wh), env=env).returncode == 0
+    again = cuforge("build", "--combo", "3.11-cu130", "--rebuild", env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    wheel = next(d.glob("cuforge_demo-*.whl"))
+    page = json.loads((d / "simple" / "cuforge-demo" / "index.json").read_text())
+    assert [f["hashes"]["sha256"] for f in page["files"]] == [sha256_of(wheel)]
+    assert problems(d) == []
+    out = cuforge("verify", str(d), "--combo", "3.11-cu130", env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
