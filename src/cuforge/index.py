@@ -45,9 +45,9 @@ from packaging.version import Version
 from . import platforms
 from .digest import sha256_of
 from .errors import ConfigError, VerifyError
+from .wheelhouse import INDEX as SIMPLE
 from .wheelhouse import Wheelhouse
 
-SIMPLE = "simple"
 FILES = ".files"      # the index's copies of the wheels, by sha256; dotted, so pypiserver
                       # (which skips dot paths) does not list them beside the wheels
 API_VERSION = "1.1"   # PEP 691 JSON with PEP 700's versions and sizes

@@ -33,6 +33,7 @@ MANIFEST = "manifest.jsonl"
 TABLE = "manifest.txt"
 TABLE_WIDTHS = (9, 32, 12, 28)   # status, package, version, arches; the wheel last
 INCOMING = ".incoming-"
+INDEX = "simple"                       # a directory's package index (cuforge.index), if any
 
 
 class Status(StrEnum):
@@ -142,6 +143,8 @@ class Wheelhouse:
 
     def _refresh_index(self) -> None:
         """The directory's package index, if it has one, listing the wheels there now."""
+        if not (self.dir / INDEX).is_dir():
+            return            # most directories: not even the import, under the lock
         from . import index   # imported here: cuforge.index reads the wheelhouse through us
         try:
             index.refresh(self.dir)
