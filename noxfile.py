@@ -82,6 +82,7 @@ def bench(session: nox.Session) -> None:
     """Build-speed ratios measured side by side in one run (bench/; `-- --help` for options).
 
     Cold vs by hand, no-op, warm, resumed, serial vs side by side, nvcc -t, compiler cache."""
-    session.install("-e", ".")
+    session.install("-e", ".", "pypiserver")   # pypiserver: the team index of team_wheels.py
     session.run("python", "bench/build_speed.py", *session.posargs)
     session.run("python", "bench/cache_speed.py")   # warm vs cold compiler cache (the demo)
+    session.run("python", "bench/team_wheels.py")   # --wheels from a team index vs cold (demo)

@@ -31,7 +31,7 @@ def _flag(name: str, value) -> list[str]:
             "src": "NAME=PATH: build NAME from a local checkout"}, iterable=["src"])
 def build(c, python="3.11", accel="cu130", combo="", only="", cuda_arch="", torch="", jobs=0,
           verbose=False, dry_run=False, keep_going=False, src=None, interpreter="",
-          force_source=False, arch_policy="", rebuild=False):
+          force_source=False, arch_policy="", rebuild=False, wheels=""):
     """Build, verify and publish wheels for one combo (same as `nox -s build-<py>-<accel>`)."""
     args = ["build", "--python", python, "--accel", accel]
     args += _flag("--combo", combo) + _flag("--only", only) + _flag("--cuda-arch", cuda_arch)
@@ -39,6 +39,7 @@ def build(c, python="3.11", accel="cu130", combo="", only="", cuda_arch="", torc
     args += _flag("--dry-run", dry_run) + _flag("--keep-going", keep_going)
     args += _flag("--interpreter", interpreter) + _flag("--force-source", force_source)
     args += _flag("--arch-policy", arch_policy) + _flag("--rebuild", rebuild)
+    args += _flag("--wheels", wheels)
     for item in src or []:
         args += ["--src", item]
     _cuforge(c, *args)
@@ -79,7 +80,8 @@ def doctor(c, gpu_arch="", combo=""):
             "checkout": "your clone of MILo / Pointcept", "venv": "default: CHECKOUT/.venv",
             "cuda_arch": "arches the wheels are built for", "no_build": "build nothing"})
 def setup(c, stack, checkout, venv="", python="3.11", accel="cu130", combo="", cuda_arch="",
-          dry_run=False, rebuild=False, no_build=False):
+          dry_run=False, rebuild=False, no_build=False, wheels="", no_requirements=False,
+          find_links="", no_index=False):
     """A working venv for a MILo / Pointcept checkout (`invoke setup milo --checkout ~/MILo`).
 
     Builds/installs the stack's wheels, patches the checkout, writes its env vars into the
@@ -87,7 +89,9 @@ def setup(c, stack, checkout, venv="", python="3.11", accel="cu130", combo="", c
     _cuforge(c, "setup", stack, "--checkout", checkout, *_flag("--venv", venv),
              "--python", python, "--accel", accel, *_flag("--combo", combo),
              *_flag("--cuda-arch", cuda_arch), *_flag("--dry-run", dry_run),
-             *_flag("--rebuild", rebuild), *_flag("--no-build", no_build))
+             *_flag("--rebuild", rebuild), *_flag("--no-build", no_build),
+             *_flag("--wheels", wheels), *_flag("--no-requirements", no_requirements),
+             *_flag("--find-links", find_links), *_flag("--no-index", no_index))
 
 
 @task(name="build-env")

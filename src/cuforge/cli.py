@@ -114,6 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--emulate", action="store_true",
                    help="build a combo of another platform (linux-aarch64) here under QEMU "
                         "(`cuforge emulation setup` first; docs/dgx-spark.md)")
+    b.add_argument("--wheels", default="", metavar="URL|DIR",
+                   help="a team's wheels (what `cuforge index` or CI publish): a simple index "
+                        "URL (http://host:8080/simple/, file:///.../simple/) or a directory; "
+                        "each is checked as a wheel built here, a refused one is built here")
     b.set_defaults(func=_cmd_build)
 
     m = sub.add_parser("matrix", parents=[common],
@@ -165,6 +169,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="install what the wheelhouse has; build nothing (offline)")
     st.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                     help="build NAME from a local checkout (as for build)")
+    st.add_argument("--wheels", default="", metavar="URL|DIR",
+                    help="a team's wheels (what `cuforge index` or CI publish): a simple index "
+                        "URL (http://host:8080/simple/, file:///.../simple/) or a directory; "
+                        "each is checked as a wheel built here, a refused one is built here")
     st.add_argument("--no-requirements", action="store_true",
                     help="do not install the checkout's own requirements (requirements.txt, "
                          "or the stack's list)")
@@ -295,7 +303,7 @@ def _cmd_build(args) -> int:
         keep_going=args.keep_going, src_overrides=_src_overrides(args.src),
         prefer_prebuilt=args.prefer_prebuilt, arch_policy=args.arch_policy,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild, upstream_tests=args.upstream_tests,
-        one_at_a_time=args.one_at_a_time,
+        one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
         cache=parse_spec(args.cache, "--cache") if args.cache else "")
     outcome = build(_project(args), req)
     if outcome.failed:
@@ -339,7 +347,7 @@ def _cmd_setup(args) -> int:
                        combo=_combo(args, arches=_arches(args)), dry_run=args.dry_run,
                        jobs=args.jobs or default_jobs(), rebuild=args.rebuild,
                        no_build=args.no_build, src_overrides=_src_overrides(args.src),
-                       requirements=not args.no_requirements,
+                       requirements=not args.no_requirements, team_wheels=args.wheels,
                        index=IndexOptions(tuple(d.expanduser().resolve() for d in args.find_links),
                                           args.no_index))
     return setup(_project(args), req)

@@ -51,6 +51,7 @@ class BuildRequest:
     one_at_a_time: bool = False    # packages one after another, each with every job
     cache: str = ""                # compiler cache override: off | local | <dir> | redis://...
     upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
+    team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Made:
     checks: dict[str, str]
     embedded: dict[str, list[str]]
     note: str = ""             # e.g. why the published wheel was not used
+    team: str = ""             # the team index it came from (--wheels): published as it is
 
 
 @dataclass
@@ -133,6 +135,7 @@ class Executor:
         self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
         self.env_lock = threading.Lock()
         self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
+        self._team: list | None = None   # the team index's wheels (--wheels), read once
         self._torch_dist = None   # the env's torch as an index lists it (wheelmeta.TorchBuild)
         self.side_by_side = plan.pooled or sum(1 for p in plan.packages
                                                if p.jobs < plan.jobs) > 1
@@ -219,14 +222,19 @@ class Executor:
             console.print(f"[red]FAILED[/] {escape(pkg.name)}: {escape(str(err))}")
             return entry
         how, embedded, upstream = made.status, made.embedded, made.wheel.name
-        wheel, checks = self._pinned(pkg, made.wheel, made.checks)   # what it was built against
+        if made.team:   # published pinned already, and its pins checked as they are (_try_team)
+            wheel, checks = made.wheel, made.checks
+        else:   # what it was built against
+            wheel, checks = self._pinned(pkg, made.wheel, made.checks)
         seconds = round(time.monotonic() - started, 1)
         recipe = pkg.recipe
         entry = Entry(
             package=recipe.name, status=how, version=_wheel_version(wheel),
             upstream_wheel=upstream, requires=wheel_requirements(wheel),
             wheel=wheel.name, wheel_sha256=sha256_of(wheel),
-            source=describe_sources(recipe) if how is Status.COMPILED else " ".join(recipe.prebuilt),
+            source=(f"team {made.team}: {upstream}" if made.team else
+                    describe_sources(recipe) if how is Status.COMPILED else
+                    " ".join(recipe.prebuilt)),
             arches_requested=pkg.archs.torch(), arches_embedded=embedded,
             arch_policy=pkg.policy, checks=checks, torch=self.plan.combo.torch,
             python=self.plan.combo.python, cuda=str(self.env.toolkit.version),
@@ -250,16 +258,27 @@ class Executor:
         """The wheel with its torch, CUDA and wheelhouse pins written in (cuforge.wheelmeta),
         and its checks with the ``pins`` verdict added."""
         from . import wheelmeta
-        if self._torch_dist is None:
-            self._torch_dist = wheelmeta.torch_build(self.env.python, self.env.info.torch)
         out, result = wheelmeta.for_wheelhouse(
             wheel, self.plan.wheel_dir, pkg.work / "pinned", accel=self.plan.combo.accel.tag,
-            torch=self._torch_dist, depends=pkg.recipe.depends)
+            torch=self._torch_build(), depends=pkg.recipe.depends)
         return out, {**checks, "pins": f"pass: {result.detail}"} if result else checks
 
+    def _torch_build(self):
+        from . import wheelmeta
+        if self._torch_dist is None:
+            self._torch_dist = wheelmeta.torch_build(self.env.python, self.env.info.torch)
+        return self._torch_dist
+
     def _wheel_for(self, pkg: PackagePlan, log: Path, say) -> Made:
-        """A verified wheel: an accepted prebuilt one, or one compiled here."""
+        """A verified wheel: the team's (--wheels), an accepted prebuilt one, or one compiled
+        here."""
         note = ""
+        if self.req.team_wheels:
+            say("trying the team's wheel")
+            got = self._try_team(pkg, log)
+            if isinstance(got, Made):
+                return got
+            console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(got)}; building it here")
         if pkg.prebuilt:
             say("trying the prebuilt wheel")
             got = self._try_prebuilt(pkg, log)
@@ -398,6 +417,47 @@ class Executor:
             why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
             return f"prebuilt {wheel.name} rejected ({why})"
         return Made(wheel, Status.PREBUILT, check_summaries(report), embedded_arches(wheel))
+
+    def _team_index(self) -> list:
+        from . import teamwheels
+        with self.env_lock:   # read once per run, by whichever package asks first
+            if self._team is None:
+                self._team = teamwheels.list_wheels(self.req.team_wheels)
+            return self._team
+
+    def _try_team(self, pkg: PackagePlan, log: Path) -> Made | str:
+        """The team's newest wheel for this package and combo, downloaded and put through the
+        pins/RECORD check as published, then every check a wheel built here gets; else why
+        not. A refused wheel is kept in the work dir for inspection."""
+        from . import teamwheels, wheelmeta
+        accel = self.plan.combo.accel.tag
+        torch = self._torch_build()
+        labels = (wheelmeta.local_label(accel, torch.version, links_torch=True), accel, "")
+        try:
+            found = teamwheels.candidates(
+                self._team_index(), pkg.name, accel=accel, labels=labels,
+                python=f"cp{self.plan.combo.python.replace('.', '')}",
+                platform_ok=self.plan.combo.target.accepts)
+            if not found:
+                return (f"the team index {self.req.team_wheels} has no wheel for it "
+                              f"(+{labels[0]}, +{accel} or pure, cp{self.plan.combo.python})")
+            # the pins check reads the combo from the directory's name, as in a wheelhouse
+            staging = pkg.work / "team" / self.plan.wheel_dir.parent.name / self.plan.wheel_dir.name
+            shutil.rmtree(staging, ignore_errors=True)
+            wheel = teamwheels.download(found[0], staging)
+        except CuforgeError as err:
+            return f"no team wheel ({str(err).splitlines()[0]})"
+        runner.note(log, f"team wheel {found[0].url}")
+        pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(self.plan.wheel_dir))
+        if pins is not None and pins.status == "fail":
+            return f"team wheel {wheel.name} refused (pins: {pins.detail})"
+        try:
+            checks, embedded = self._verify(pkg, wheel, log)
+        except CuforgeError as err:
+            return f"team wheel {wheel.name} refused ({str(err).splitlines()[0]})"
+        if pins is not None:
+            checks = {**checks, "pins": f"pass: {pins.detail}"}
+        return Made(wheel, Status.PREBUILT, checks, embedded, team=self.req.team_wheels)
 
     def _verify(self, pkg: PackagePlan, wheel: Path, log: Path
                 ) -> tuple[dict[str, str], dict[str, list[str]]]:

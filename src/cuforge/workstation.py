@@ -56,6 +56,7 @@ class SetupRequest:
     src_overrides: tuple[tuple[str, Path], ...] = ()   # --src NAME=PATH, as for build
     requirements: bool = True    # the checkout's own requirements (--no-requirements: skip)
     index: IndexOptions = IndexOptions()   # --find-links DIR, --no-index
+    team_wheels: str = ""        # --wheels URL|DIR: a team's index, tried before compiling
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,9 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
     else:
         out.print(Text(f"1. build: {', '.join(p.to_build)} and their dependencies, except wheels "
                        f"already up to date (same plan key); missing now: "
-                       f"{', '.join(p.missing) or 'none'}"))
+                       f"{', '.join(p.missing) or 'none'}"
+                       + (f"; the team's wheels from {req.team_wheels} first, each checked "
+                          "as a wheel built here" if req.team_wheels else "")))
     out.print(Text(f"2. venv {req.venv}: {'reuse' if (req.venv / 'pyvenv.cfg').exists() else 'create'}"
                    f"; torch {p.combo.torch} "
                    + (f"from {p.combo.interpreter} (.pth)" if p.combo.interpreter else "via uv")))
@@ -183,7 +186,8 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
     # keep going: an optional package's failure must not stop the others
     outcome = build(project, BuildRequest(combo=p.combo, packages=p.to_build, jobs=req.jobs,
                                           rebuild=req.rebuild, keep_going=True,
-                                          src_overrides=req.src_overrides))
+                                          src_overrides=req.src_overrides,
+                                          team_wheels=req.team_wheels))
     needed = [e.package for e in outcome.failed if e.package in p.required]
     if needed:
         raise BuildError(f"the {p.stack.name} stack needs {', '.join(needed)}, which failed to "

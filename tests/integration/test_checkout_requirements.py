@@ -151,3 +151,27 @@ def test_the_stacks_name_their_requirements() -> None:
     names = [r.name for r in pointcept.requirements]
     assert {"addict", "timm", "scipy"} <= set(names) and "torch" not in names
     assert all(r.source.startswith("README.md:") for r in pointcept.requirements)
+
+
+def test_dry_run_lists_the_requirements_and_the_constraint(tmp_path: Path) -> None:
+    import os
+    import shutil
+    repo = Path(__file__).resolve().parents[2]
+    checkout = tmp_path / "pointcept"
+    shutil.copytree(repo / "tests" / "fixtures" / "upstream" / "pointcept", checkout)
+    env = {**os.environ, "CUFORGE_ROOT": str(repo), "CUFORGE_WHEELHOUSE": str(tmp_path / "wh"),
+           "COLUMNS": "200"}
+
+    def dry(*extra: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "cuforge", "setup", "pointcept",
+                              "--checkout", str(checkout), "--dry-run", *extra], env=env,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout + out.stderr
+    said = dry("--find-links", str(tmp_path), "--no-index")
+    assert "then the checkout's requirements (19), from pointcept.toml:" in said
+    assert "addict  (README.md:192" in said and "transformers==4.50.3" in said
+    assert "constraint (torch and the stack's wheels held): torch==2.14.1" in said
+    assert f"--find-links {tmp_path} --no-index" in said
+    assert "the checkout's requirements: skipped (--no-requirements)" in dry("--no-requirements")
+    assert not (checkout / ".venv").exists()          # a dry run creates nothing

@@ -1,0 +1,121 @@
+"""A team's wheels (``--wheels URL``) vs a cold build, measured side by side on one machine.
+
+    python bench/team_wheels.py [--only cuforge-demo,simple-knn] [--combo 3.11-cu130]
+                                [--cuda-arch "12.0;12.1+PTX"] [--src NAME=PATH]
+
+In a throw-away state dir that reuses the combo's env: a cold build (compiler cache off) into
+the "team" wheelhouse, ``cuforge index`` over it and pypiserver serving it on loopback; then the
+same packages built into a second, empty wheelhouse with ``--wheels http://127.0.0.1:PORT/simple/``
+(every wheel downloaded and put through all the checks, nothing compiled). The times are the
+wall times of the two ``cuforge build`` commands; ``setup`` runs exactly this build as its
+first step and does the same work after it either way (venv, installs, model stage), so the
+ratio is that of setup's build step. Prints one table naming the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cache_speed import ROOT, combo_env, machine  # noqa: E402
+
+
+def _build(state: Path, house: Path, combo: str, packages: str, arches: str, srcs: list[str],
+           *extra: str) -> tuple[float, list[dict]]:
+    env = {**os.environ, "CUFORGE_STATE": str(state), "CUFORGE_WHEELHOUSE": str(house),
+           "CUFORGE_CACHE": "off", "CUFORGE_BUILD_DIR": "", "COLUMNS": "200"}
+    argv = [sys.executable, "-m", "cuforge", "build", "--combo", combo, "--only", packages,
+            "--rebuild", "--force-source", *extra]
+    if arches:
+        argv += ["--cuda-arch", arches]
+    for src in srcs:
+        argv += ["--src", src]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
+    seconds = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"build failed:\n{proc.stderr[-3000:]}")
+    manifest = next(house.rglob("manifest.jsonl"))
+    return seconds, [json.loads(line) for line in manifest.read_text().splitlines()]
+
+
+def _serve(directory: Path) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "pypiserver", "run", "--host", "127.0.0.1",
+                             "--port", str(port), "--disable-fallback", "-a", ".", "-P", ".",
+                             str(directory)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/simple/"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit(f"pypiserver did not answer on {url}")
+
+
+def measure(packages: str, combo: str, arches: str, env_dir: Path, srcs: list[str]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="cuforge-team-bench-") as tmp:
+        state, team, mine = Path(tmp) / "state", Path(tmp) / "team", Path(tmp) / "mine"
+        (state / "envs").mkdir(parents=True)
+        (state / "envs" / env_dir.name).symlink_to(env_dir)
+        cold, built = _build(state, team, combo, packages, arches, srcs)
+        subprocess.run([sys.executable, "-m", "cuforge", "index", str(team)], cwd=ROOT,
+                       check=True, capture_output=True)
+        directory = next(team.rglob("manifest.jsonl")).parent
+        server, url = _serve(directory)
+        try:
+            fetched, used = _build(state, mine, combo, packages, arches, srcs, "--wheels", url)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    taken = [e["package"] for e in used if e.get("source", "").startswith("team ")]
+    return {"packages": packages, "cold_s": round(cold, 1), "team_s": round(fetched, 1),
+            "compiled": [e["package"] for e in built if e["status"] == "compiled"],
+            "from_team": taken}
+
+
+def table(rows: list[dict]) -> Table:
+    t = Table(title=f"a team's wheels (--wheels, pypiserver on loopback) vs a cold build "
+                    f"({machine()})")
+    for col in ("packages", "cold build s", "--wheels s", "wheels/cold", "taken from the team"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["packages"], f"{r['cold_s']:.1f}", f"{r['team_s']:.1f}",
+                  f"{r['team_s'] / r['cold_s']:.2f}x", ", ".join(r["from_team"]) or "none")
+    return t
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="cuforge-demo", help="comma-separated packages, built "
+                   "together (one row)")
+    p.add_argument("--combo", default="3.11-cu130")
+    p.add_argument("--cuda-arch", default="", help="default: the combo's arches")
+    p.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
+                   help="build NAME from a local tree")
+    args = p.parse_args(argv)
+    row = measure(args.only, args.combo, args.cuda_arch, combo_env(args.combo), args.src)
+    print(json.dumps(row), flush=True)
+    Console().print(table([row]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

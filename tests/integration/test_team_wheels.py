@@ -1,0 +1,165 @@
+"""`build --wheels URL|DIR`: a team's published wheels are used when they pass the checks a
+wheel built here gets, and refused (then built here) when they do not. The team's wheelhouse is
+a real build of the demo, indexed by `cuforge index` and served by pypiserver on loopback; the
+tampered copies are real edits of that wheel. Slow: the demo compiles (the fallbacks compile
+from the compiler cache) and the combo env is needed."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
+pytestmark = pytest.mark.slow
+
+
+def _cuforge(*args: str, wh: Path, trace: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CUFORGE_ROOT": str(ROOT), "CUFORGE_STATE": str(ROOT / ".cuforge"),
+           "CUFORGE_WHEELHOUSE": str(wh), "COLUMNS": "200"}
+    if trace is not None:
+        env["CUFORGE_TRACE"] = str(trace)
+    return subprocess.run([sys.executable, "-m", "cuforge", *args], env=env,
+                          capture_output=True, text=True)
+
+
+def _build(wh: Path, *extra: str, trace: Path | None = None) -> subprocess.CompletedProcess:
+    return _cuforge("build", "--combo", "3.11-cu130", "--only", "cuforge-demo", "--rebuild",
+                    *extra, wh=wh, trace=trace)
+
+
+def _entry(wh: Path) -> dict:
+    return json.loads((wh / TREE / "manifest.jsonl").read_text().splitlines()[-1])
+
+
+def _compiled_anything(trace: Path) -> bool:
+    """Whether a build command ran: the PEP 517 hook that compiles (cuforge.builders.pep517)."""
+    lines = trace.read_text().splitlines() if trace.exists() else []
+    return any("pep517" in " ".join(json.loads(ln).get("argv", [])) for ln in lines)
+
+
+def _rewrite(wheel: Path, dest: Path, edit) -> Path:
+    """A copy of ``wheel`` in ``dest`` with ``edit(name, data) -> data`` applied to each file;
+    RECORD is left as it was (``edit`` may rewrite it too)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / wheel.name
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, edit(info.filename, src.read(info)))
+    return out
+
+
+def _with_record(wheel: Path) -> None:
+    """RECORD written anew from the wheel's bytes: a tampering that RECORD does not betray."""
+    with zipfile.ZipFile(wheel) as zf:
+        files = {i.filename: zf.read(i) for i in zf.infolist()}
+    record = next(n for n in files if n.endswith(".dist-info/RECORD"))
+    lines = [f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
+             f"{len(d)}" for n, d in files.items() if n != record]
+    files[record] = ("\n".join([*lines, f"{record},,"]) + "\n").encode()
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for n, d in files.items():
+            zf.writestr(n, d)
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory) -> Path:
+    """The team's wheelhouse: the demo compiled and verified here, then `cuforge index`."""
+    wh = tmp_path_factory.mktemp("team")
+    out = _build(wh)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert _entry(wh)["status"] == "compiled"
+    out = _cuforge("index", str(wh), wh=wh)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return wh / TREE
+
+
+@pytest.fixture(scope="module")
+def served(team: Path):
+    """pypiserver over the team's directory on a free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "pypiserver", "run", "--host", "127.0.0.1",
+                             "--port", str(port), "--disable-fallback", "-a", ".", "-P", ".",
+                             str(team)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/simple/"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url, timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            pytest.fail(f"pypiserver did not answer on {url}")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_good_team_wheel_is_installed_without_compiling(served, team, tmp_path):
+    wh, trace = tmp_path / "wh", tmp_path / "trace.jsonl"
+    out = _build(wh, "--wheels", served, trace=trace)
+    assert out.returncode == 0, out.stderr[-3000:]
+    entry = _entry(wh)
+    theirs = next(team.glob("cuforge_demo-*.whl"))
+    assert entry["status"] == "prebuilt" and entry["source"].startswith(f"team {served}")
+    assert entry["wheel"] == theirs.name            # as published: not pinned a second time
+    assert (wh / TREE / theirs.name).read_bytes() == theirs.read_bytes()
+    for check in ("pins", "abi", "symbols", "fatbin", "import"):
+        assert entry["checks"][check].startswith("pass"), entry["checks"]
+    assert not _compiled_anything(trace), "a build command ran"
+
+
+def test_a_wheel_that_does_not_match_its_record_is_refused_then_built(team, tmp_path):
+    """From a directory this time (`--wheels DIR`)."""
+    theirs = next(team.glob("cuforge_demo-*.whl"))
+    _rewrite(theirs, tmp_path / "tampered", lambda n, d: d + b"\n# changed\n"
+             if n.endswith("__init__.py") else d)
+    wh, trace = tmp_path / "wh", tmp_path / "trace.jsonl"
+    out = _build(wh, "--wheels", str(tmp_path / "tampered"), trace=trace)
+    assert out.returncode == 0, out.stderr[-3000:]
+    said = " ".join(out.stderr.split())
+    assert f"team wheel {theirs.name} refused (pins:" in said
+    assert "does not match its RECORD hash" in said and "building it here" in said
+    assert _entry(wh)["status"] == "compiled" and _compiled_anything(trace)
+
+
+def test_a_wheel_pinned_to_another_torch_is_refused(team, tmp_path):
+    """A consistent RECORD, but METADATA pins torch 2.13.0: through a file:// simple index."""
+    theirs = next(team.glob("cuforge_demo-*.whl"))
+    other = tmp_path / "other" / TREE
+    shutil.rmtree(other, ignore_errors=True)
+
+    def retarget(name: str, data: bytes) -> bytes:
+        if name.endswith(".dist-info/METADATA"):   # the torch pin, whatever builds it excludes
+            return re.sub(rb"(?m)^Requires-Dist: torch[!=<>~ ].*$", b"Requires-Dist: torch==2.13.0",
+                          data)
+        return data
+    copy = _rewrite(theirs, other, retarget)
+    _with_record(copy)
+    assert b"torch==2.13.0" in zipfile.ZipFile(copy).read(
+        next(n for n in zipfile.ZipFile(copy).namelist() if n.endswith("METADATA")))
+    assert _cuforge("index", str(tmp_path / "other"), wh=tmp_path).returncode == 0
+    url = (other / "simple").as_uri() + "/"
+    wh = tmp_path / "wh"
+    out = _build(wh, "--wheels", url)
+    assert out.returncode == 0, out.stderr[-3000:]
+    said = " ".join(out.stderr.split())
+    assert "refused (pins:" in said and "but sits in torch2.14.1" in said, said[-2000:]
+    assert _entry(wh)["status"] == "compiled"
