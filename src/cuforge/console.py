@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rich import box
@@ -138,6 +140,67 @@ def live_progress(console: Console) -> Progress:
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
                     MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
                     TimeRemainingColumn(), console=console, transient=True)
+
+
+# How often a long step says it is still running where no live display shows (a pipe, a CI
+# log): rich's spinners and bars print nothing there, and a minute of silence reads as a hang.
+HEARTBEAT_S = float(os.environ.get("CUFORGE_HEARTBEAT_S") or 15)
+
+
+@contextmanager
+def heartbeat(console: Console, running: Callable[[], list[str]],
+              every: float | None = None) -> Iterator[None]:
+    """While the block runs on a console that is not a terminal, print ``... still running:``
+    with what ``running()`` names, every ``every`` seconds (nothing on a terminal: the live
+    display is there)."""
+    if console.is_terminal:
+        yield
+        return
+    every = HEARTBEAT_S if every is None else every
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every):
+            for what in running():
+                try:
+                    console.print(Text(f"... still running: {what}"), soft_wrap=True)
+                except BrokenPipeError:   # the reader went away: the main thread says so
+                    return
+
+    thread = threading.Thread(target=beat, name="cuforge-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def progress_lines(progress: Progress) -> list[str]:
+    """What a live display shows, as plain lines: each unfinished task, its time, ninja's n/N."""
+    out = []
+    for task in progress.tasks:
+        if task.finished:
+            continue
+        steps = f", {task.completed:.0f}/{task.total:.0f}" if task.total else ""
+        out.append(Text.from_markup(task.description).plain
+                   + f" ({duration(task.elapsed or 0)}{steps})")
+    return out
+
+
+def duration(seconds: float) -> str:
+    """``"8.9 s"``, ``"1 min 22 s"``, ``"1 h 05 min"``.
+
+    >>> duration(8.94), duration(82.4), duration(3930)
+    ('8.9 s', '1 min 22 s', '1 h 05 min')
+    """
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
 
 
 @dataclass

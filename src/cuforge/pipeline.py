@@ -15,13 +15,15 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 from rich.markup import escape
+from rich.text import Text
 
 from . import compiler_cache, emulation, faults, runner, slots, sources, syslibs, venv
 from .builders import cmake_seed
 from . import builddeps
 from .checks import check_summaries, embedded_arches, log_report, smoke_script
 from .combos import Combo
-from .console import BuildProgress, live_progress, make_console, verdict_line
+from .console import (BuildProgress, duration, heartbeat, live_progress, make_console,
+                      progress_lines, verdict_line)
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
 from .plan import Action, ActionKind, PackagePlan, Plan, make_plan, own_modules
 from .project import Project
@@ -100,7 +102,9 @@ def build(project: Project, req: BuildRequest) -> Outcome:
     log_dir = project.state_dir / "logs" / req.combo.env_id
     log_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    with console.status(f"[bold]{req.combo.id}[/]: preparing the environment"):
+    preparing = f"{req.combo.id}: preparing the environment (log: {log_dir / 'env.log'})"
+    with console.status(f"[bold]{escape(req.combo.id)}[/]: preparing the environment"), \
+            heartbeat(console, lambda: [f"{preparing}, {duration(time.monotonic() - t0)}"]):
         env = venv.prepare(project.state_dir, req.combo, log=log_dir / "env.log",
                            verbose=req.verbose,
                            emulator=emulation.for_combo(project, req.combo))
@@ -111,13 +115,36 @@ def build(project: Project, req: BuildRequest) -> Outcome:
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
                   f"{env.toolkit.root})")
     build_plan = make_plan(project, req, env, order)
-    with slots.pool(project.state_dir, build_plan.jobs) if build_plan.pooled else nullcontext():
-        outcome = Executor(project, req, env, build_plan, log_dir, frozenset(recipes)).run()
-    if req.upstream_tests:
-        from .suites import upstream_stage
-        upstream_stage(project, env.python, combo, build_plan.wheel_dir, outcome.entries,
-                       {r.name: r for r in order}, dict(req.src_overrides), console)
+    executor = Executor(project, req, env, build_plan, log_dir, frozenset(recipes))
+    try:
+        with slots.pool(project.state_dir, build_plan.jobs) if build_plan.pooled else nullcontext():
+            outcome = executor.run()
+        if req.upstream_tests:
+            from .suites import upstream_stage
+            upstream_stage(project, env.python, combo, build_plan.wheel_dir, outcome.entries,
+                           {r.name: r for r in order}, dict(req.src_overrides), console)
+    except CuforgeError:   # a failed package stopped the build: the summary still counts
+        console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
+        raise
+    console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
     return outcome
+
+
+def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:
+    """The build's last line: what it did to each package, where the wheels and the logs are,
+    how long it took."""
+    counts: dict[str, int] = {}
+    for pkg in executor.plan.packages:
+        entry = executor.results.get(pkg.name)
+        what = ("not started" if entry is None else "up to date" if pkg.name in executor.current
+                else "failed" if entry.status is Status.FAILED else str(entry.status))
+        counts[what] = counts.get(what, 0) + 1
+    order = ("compiled", "prebuilt", "up to date", "failed", "skipped", "not started")
+    said = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "nothing to build"
+    line = Text(f"{executor.plan.combo.id}: ", style="bold")
+    line.append(f"{said} in {duration(seconds)}; wheelhouse {executor.plan.wheel_dir} "
+                f"(manifest.txt); logs {log_dir}")
+    return line
 
 
 class Executor:
@@ -139,6 +166,8 @@ class Executor:
         self._torch_dist = None   # the env's torch as an index lists it (wheelmeta.TorchBuild)
         self.side_by_side = plan.pooled or sum(1 for p in plan.packages
                                                if p.jobs < plan.jobs) > 1
+        self.results: dict[str, Entry] = {}   # per package, as run() decides them
+        self.current: set[str] = set()         # packages found up to date
 
     def run(self) -> Outcome:
         outcome = Outcome()
@@ -147,8 +176,11 @@ class Executor:
         running: dict[Future, PackagePlan] = {}
         free = self.plan.jobs
         stop: CuforgeError | None = None
+        self.results = results   # read by summary_line, also after a failure
         runner.resume()   # an earlier interrupted build in this process stopped the runner
-        with live_progress(console) as progress, ThreadPoolExecutor(max(1, self.plan.jobs)) as pool:
+        with live_progress(console) as progress, \
+                heartbeat(console, lambda: progress_lines(progress)), \
+                ThreadPoolExecutor(max(1, self.plan.jobs)) as pool:
             self.progress = progress
             try:
                 while (pending and stop is None) or running:
@@ -168,6 +200,7 @@ class Executor:
                         if current is not None:
                             pending.remove(pkg)
                             results[pkg.name] = current
+                            self.current.add(pkg.name)
                             console.print(f"[green]up to date[/] {current.wheel} (same recipe, "
                                           "patches, sources, arches and torch; --rebuild to "
                                           "build again)")

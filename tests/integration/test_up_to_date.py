@@ -121,12 +121,20 @@ def _second_install(venv: Path) -> Path:
     return python
 
 
-def test_a_second_install_of_cuforge_finds_the_wheel_up_to_date(project, tmp_path):
+def test_a_second_install_of_cuforge_finds_the_wheel_up_to_date(project, tmp_path,
+                                                                monkeypatch):
     """The key holds the build commands, and those name cuforge's own interpreter (it runs
-    the PEP 517 frontend) and package (the build shim): neither is an input of the wheel."""
+    the PEP 517 frontend) and package (the build shim): neither is an input of the wheel.
+    Each build ends with its summary; output to a pipe gets a heartbeat during long steps
+    (every second here instead of 15 s: the tiny build is quick)."""
+    monkeypatch.setenv("CUFORGE_HEARTBEAT_S", "1")
     wh = tmp_path / "wh"
     first = _build(project, wh)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "... still running: tinyext: " in first.stderr, first.stderr[-3000:]
+    last = first.stderr.strip().splitlines()[-1]
+    assert last.startswith("3.11-cu130: 1 compiled in "), last
+    assert f"wheelhouse {wh / COMBO_DIR} (manifest.txt); logs " in last, last
     other = _second_install(tmp_path / "second-venv")
     where = subprocess.run([str(other), "-c", "import cuforge; print(cuforge.__file__)"],
                            capture_output=True, text=True, check=True).stdout
@@ -134,6 +142,7 @@ def test_a_second_install_of_cuforge_finds_the_wheel_up_to_date(project, tmp_pat
     second = _build(project, wh, python=other)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "up to date" in second.stderr and len(_lines(wh)) == 1, second.stderr[-3000:]
+    assert second.stderr.strip().splitlines()[-1].startswith("3.11-cu130: 1 up to date in ")
     back = _build(project, wh)   # and the first install still agrees
     assert "up to date" in back.stderr and len(_lines(wh)) == 1
 
