@@ -1,0 +1,83 @@
+"""Facts the docs state that the code holds, read against the code (as test_documented_commands
+does for commands): the check list, a sample verdict line, the directories under .cuforge/ and
+how their per-combo parts are named. (Exit codes: test_command_line.py.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cuforge.combos import select_combo
+from cuforge.project import find_project
+from cuforge.verify.report import CHECKS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = {p.relative_to(ROOT).as_posix(): p.read_text()
+        for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+SOURCES = {p: p.read_text() for p in sorted((ROOT / "src" / "cuforge").rglob("*.py"))}
+PINS = "pins"   # the check publishing adds (wheelmeta), after verification's own
+
+
+def _subsequence(names: list[str], of: tuple[str, ...]) -> bool:
+    it = iter(of)
+    return all(name in it for name in names)
+
+
+def test_check_lists_are_the_verification_checks():
+    """What verification runs ("verify/ abi, symbols, ...", "verifies every wheel (abi, ...")
+    is listed whole and in order; any other list of checks (a run's results: "abi, symbols,
+    cudart pass") names real checks in their order."""
+    whole, partial = [], []
+    for name, text in DOCS.items():
+        flat = " ".join(text.split())
+        for match in re.finditer(r"\babi, symbols(?:, [a-z-]+)*", flat):
+            names = match.group(0).split(", ")
+            says_verify = "verif" in flat[max(0, match.start() - 30):match.start()]
+            (whole if says_verify else partial).append((name, names))
+    assert {n for n, _ in whole} >= {"README.md", "docs/how-it-works.md"}, whole
+    assert not [w for w in whole if w[1] != list(CHECKS)], f"the checks are {CHECKS}: {whole}"
+    assert not [p for p in partial if not _subsequence(p[1], (*CHECKS, PINS))], partial
+
+
+# gpu-runs.md quotes runs as they printed then (before the pins check existed, some of them)
+HISTORY = ("docs/gpu-runs.md",)
+
+
+def test_sample_verdict_lines_are_what_a_build_prints():
+    """`pkg: abi pass · symbols pass · ...`: every check of a published wheel, pins last."""
+    samples = [(name, line) for name, text in DOCS.items() if name not in HISTORY
+               for line in text.splitlines() if re.match(r"\s*[\w-]+: abi \w+ · ", line)]
+    assert samples
+    for name, line in samples:
+        checks = [part.split()[0] for part in line.split(":", 1)[1].split(" · ")]
+        assert checks == [*CHECKS, PINS], (name, line)
+
+
+def _state_dirs() -> set[str]:
+    """The directories the code makes right under the state dir (.cuforge/)."""
+    names = set()
+    for text in SOURCES.values():
+        names |= set(re.findall(r'state_dir / "([a-z-]+)"', text))
+    # compiler_cache names the state dir `state`
+    names |= set(re.findall(r'\bstate / "([a-z-]+)"',
+                            SOURCES[ROOT / "src" / "cuforge" / "compiler_cache.py"]))
+    return names
+
+
+def test_the_kept_paths_table_lists_every_state_dir():
+    made = _state_dirs()
+    assert {"envs", "work", "logs", "sccache", "toolkits", "emulation", "upstream-tests"} <= made
+    section = DOCS["docs/how-it-works.md"].split("## Where things are kept")[1].split("\n## ")[0]
+    listed = set(re.findall(r"^\| `\.cuforge/([a-z-]+)/", section, re.M))
+    assert made <= listed, f"not in the table: {sorted(made - listed)}"
+
+
+def test_per_combo_dirs_are_named_as_the_code_names_them():
+    """envs/, work/, logs/, sccache/, upstream-tests/ hold one dir per combo *and torch*
+    (Combo.env_id): the docs write `<combo>-torch<ver>`, never `<combo>` alone."""
+    combo = select_combo(find_project(ROOT), name="3.11-cu130")
+    assert combo.env_id == f"{combo.id}-torch{combo.torch}"
+    bare = [(name, m.group(0)) for name, text in DOCS.items()
+            for m in re.finditer(r"\.cuforge/(?:envs|work|logs|sccache|upstream-tests)/<combo>/",
+                                 text)]
+    assert not bare, bare
