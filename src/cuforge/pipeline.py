@@ -257,8 +257,10 @@ class Executor:
         how, embedded, upstream = made.status, made.embedded, made.wheel.name
         if made.team:   # published pinned already, and its pins checked as they are (_try_team)
             wheel, checks = made.wheel, made.checks
-        else:   # what it was built against
-            wheel, checks = self._pinned(pkg, made.wheel, made.checks)
+        else:   # what it was built against (a torch probe: seconds; the heartbeat says so)
+            with BuildProgress(pkg.name, console, "writing its pins into the wheel",
+                               shared=self.progress):
+                wheel, checks = self._pinned(pkg, made.wheel, made.checks)
         seconds = round(time.monotonic() - started, 1)
         recipe = pkg.recipe
         entry = Entry(

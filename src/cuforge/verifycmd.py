@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
+
+from rich.text import Text
 
 from . import emulation, venv, wheelmeta
 from .combos import Combo
-from .console import make_console
+from .console import duration, heartbeat, make_console, plural
 from .errors import ConfigError, VerifyError
 from .checks import smoke_script
 from .project import Project
@@ -103,8 +106,13 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     by_package = {package_name(w): w for w in wheels}
     reports = []
     suites = UpstreamStage(project, env.python, combo, tests_src or {}) if upstream_tests else None
-    with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp:
+    started, now = time.monotonic(), {"wheel": ""}
+    beat = heartbeat(make_console(stderr=True), lambda: [
+        f"verify: {now['wheel']} ({len(reports) + 1} of {len(wheels)}, "
+        f"{duration(time.monotonic() - started)})"])
+    with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat:
         for wheel in wheels:
+            now["wheel"] = wheel.name
             recipe = recipe_for(package_name(wheel), recipes)
             archs = combo.arches if arches_given else _requested_from_manifest(wheel) or combo.arches
             ctx = context_from(env.info, archs)
@@ -131,6 +139,12 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
         print(reports_to_json(reports))
     else:
         make_console().print(render_table(reports))
+    failed = [r.package for r in reports if not r.ok]
+    # the last line: on stderr with --json, whose stdout is one JSON document
+    make_console(stderr=as_json).print(Text(
+        f"verified {plural(len(reports), 'wheel')} in {duration(time.monotonic() - started)}: "
+        + (f"{len(failed)} FAILED ({', '.join(failed)})" if failed else "all ok")),
+        soft_wrap=True)
     tampered = [r for r in reports if (m := r.result("manifest")) and m.status == "fail"]
     if tampered:
         raise VerifyError("\n".join(r.result("manifest").detail for r in tampered),

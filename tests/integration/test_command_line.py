@@ -110,11 +110,11 @@ def test_not_a_wheel_names_the_wheelhouse_dirs(tmp_path):
     assert str(house) in fix and "empty" not in fix, proc.stderr
 
 
-def test_index_counts_in_words(tmp_path):
-    house = tmp_path / "wh" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
-    house.mkdir(parents=True)
+def _house_with_a_wheel(tmp_path: Path) -> Path:
     from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
     import zipfile
+    house = tmp_path / "wh" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
+    house.mkdir(parents=True)
     wheel = tmp_path / "demo-0.1-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("demo/__init__.py", "")
@@ -122,6 +122,23 @@ def test_index_counts_in_words(tmp_path):
                     "Version: 0.1\n")
     Wheelhouse(house).publish(wheel, Entry(package="demo", status="compiled", version="0.1",
                                            wheel=wheel.name, wheel_sha256=sha256_of(wheel)))
+    return house
+
+
+@pytest.mark.slow   # needs the 3.11-cu130 env (the session makes it once)
+def test_verify_ends_with_a_summary_line(tmp_path):
+    import json
+    house = _house_with_a_wheel(tmp_path)
+    proc = _cli("verify", str(house), "--combo", "3.11-cu130")
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"verified 1 wheel in [\d.]+ s: (all ok|1 FAILED \(demo\))", last), last
+    as_json = _cli("verify", str(house), "--combo", "3.11-cu130", "--json")
+    assert json.loads(as_json.stdout)["wheels"]   # stdout stays one JSON document
+    assert "verified 1 wheel in " in as_json.stderr
+
+
+def test_index_counts_in_words(tmp_path):
+    house = _house_with_a_wheel(tmp_path)
     proc = _cli("index", str(house))
     assert proc.returncode == 0 and "(1 wheel, 1 project)" in proc.stdout, proc.stdout
 
