@@ -28,6 +28,11 @@ that reuses the combo env (nothing of the checkout's own state is touched):
 - emulated: the demo built cold for the emulated linux-aarch64 combo (``--emulated-combo``,
   QEMU; docs/dgx-spark.md) over the same build for ``--combo`` natively (goal: <= 10x).
   Needs ``cuforge emulation setup`` and the emulated env (a first build creates it).
+- spark: the demo built cold fully as aarch64 (combo spark-3.11 by the aarch64 cuforge inside
+  the emulation root, ``cuforge emulation run``: sbsa nvcc, arm64 g++, all under QEMU) over
+  the same build cross-emulated (``--emulated-combo``: x86_64 compilers, emulated Python).
+  Needs root, the root's native toolchain and the aarch64 cuforge venv
+  (tests/integration/test_spark_path.py makes it); skipped, saying why, otherwise.
 
 The default package is ``bench-multi-ext`` (tests/fixtures/recipes/multi_ext: three tiny
 CUDA extensions, torch-scatter's shape), added to the throw-away project next to every recipe.
@@ -60,7 +65,8 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "native" / "demo" / "src" / "kernels.cu"
 NVCC_ARCHES = ["90-real", "100-real", "120-real", "121"]
 MULTI_EXT = ROOT / "tests" / "fixtures" / "recipes" / "multi_ext"
-ALL = ("manual", "noop", "warm", "resume", "killed", "side", "nvcc", "emulated")
+ALL = ("manual", "noop", "warm", "resume", "killed", "side", "nvcc", "emulated", "spark")
+SPARK_COMBO = "spark-3.11"   # the Spark's combo with the emulation root's Python
 STEP = re.compile(r"\[(\d+)/(\d+)\]")
 DEMO = "cuforge-demo"
 out = Console()
@@ -137,12 +143,15 @@ class Bench:
 
     def cuforge(self, packages: list[str], *extra: str, env: dict | None = None,
                 kill_when=None, cached: bool = False, sig: int = signal.SIGTERM,
-                combo: str = "") -> tuple[float, str]:
+                combo: str = "", inside: str = "") -> tuple[float, str]:
         """Run ``cuforge build``; return (wall seconds, output). ``kill_when()`` true: the
         build is stopped with ``sig`` (SIGTERM: a user's Ctrl-C; SIGKILL: cuforge alone, the
         OOM killer's way: only its supervisors stop its compilers). ``cached``: with the bench's own
-        compiler-cache store (empty until the first cached build)."""
-        argv = [sys.executable, "-m", "cuforge", "build", "--combo", combo or self.args.combo,
+        compiler-cache store (empty until the first cached build). ``inside``: the cuforge
+        (an aarch64 venv's) that runs the build inside the emulation root."""
+        cuforge = ([sys.executable, "-m", "cuforge", "emulation", "run", "--", inside] if inside
+                   else [sys.executable, "-m", "cuforge"])
+        argv = [*cuforge, "build", "--combo", combo or self.args.combo,
                 "--only", ",".join(packages), "--cuda-arch", self.args.cuda_arch,
                 "--force-source", "--skip-smoke", *extra]
         if self.args.jobs:
@@ -298,7 +307,7 @@ def main() -> None:
                f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GB)")
     rows: list[tuple] = []   # (measurement, package, arches, seconds, baseline seconds)
     pkg, arches = args.package, args.cuda_arch
-    cuforge_rows = wanted - {"nvcc", "emulated"}
+    cuforge_rows = wanted - {"nvcc", "emulated", "spark"}
     with _state_dir(args.state) as tmp:
         bench = Bench(args, Path(tmp))
         if cuforge_rows - {"killed"}:   # the rows that share one cold build
@@ -349,6 +358,8 @@ def main() -> None:
                     out.print(f"{what}: {secs:.1f} s / {base:.1f} s = {secs / base:.2f}")
         if "emulated" in wanted:
             rows += emulated_rows(bench, args)
+        if "spark" in wanted:
+            rows += spark_rows(bench, args)
     if "nvcc" in wanted:
         rows += nvcc_rows(args.nvcc, args.repeat)
     table = Table(title=f"cuforge build speed on {machine}, combo {args.combo}")
@@ -409,6 +420,29 @@ def emulated_rows(bench: Bench, args) -> list[tuple]:
     emulated = bench.cold([DEMO], combo=args.emulated_combo)
     return [(f"emulated {args.emulated_combo} / native {args.combo} (cold)", DEMO,
              args.cuda_arch, emulated, native)]
+
+
+def spark_rows(bench: Bench, args) -> list[tuple]:
+    """The demo cold cross-emulated (--emulated-combo), then fully aarch64 (spark-3.11 by the
+    aarch64 cuforge in the emulation root): one run, one machine, the same arches."""
+    from cuforge import emulation, target_root
+    from cuforge.project import find_project
+    project = find_project(ROOT)
+    emu = emulation.for_platform(project, "linux-aarch64")
+    venv = emu.home(project.state_dir) / "cuforge-venv" / "bin" / "cuforge"
+    why = target_root.unusable(project.state_dir, emu) or (
+        "" if venv.exists() else f"no aarch64 cuforge at {venv} (pytest "
+        "tests/integration/test_spark_path.py makes it)")
+    if why:
+        out.print(f"spark row skipped: {why}")
+        return []
+    for combo, inside in ((args.emulated_combo, ""), (SPARK_COMBO, str(venv))):
+        if not list((bench.state / "cuforge" / "envs").glob(f"{combo}-torch*")):
+            bench.cold([DEMO], combo=combo, inside=inside)   # creates its env, untimed
+    cross = bench.cold([DEMO], combo=args.emulated_combo)
+    full = bench.cold([DEMO], combo=SPARK_COMBO, inside=str(venv))
+    return [(f"fully aarch64 {SPARK_COMBO} / cross-emulated {args.emulated_combo} (cold)", DEMO,
+             args.cuda_arch, full, cross)]
 
 
 def _one_at_a_time(bench: Bench, group: list[str]) -> float:

@@ -231,10 +231,13 @@ def _parser() -> argparse.ArgumentParser:
     em = sub.add_parser("emulation", parents=[common],
                         help="provision (setup) or check (status) building another platform's "
                              "wheels here under QEMU (envs/emulation.toml)")
-    em.add_argument("what", choices=["setup", "status"],
-                    help="setup: provision QEMU and the root (needs root); status: check them")
+    em.add_argument("what", choices=["setup", "status", "run"],
+                    help="setup: provision QEMU and the root (needs root); status: check them; "
+                         "run -- CMD: CMD inside the root as the target machine (chroot, needs "
+                         "root; the DGX Spark's own path, docs/dgx-spark.md)")
     em.add_argument("--platform", default="linux-aarch64", help="the platform to emulate")
     em.add_argument("-v", "--verbose", action="store_true", help="stream apt's output")
+    em.add_argument("command", nargs=argparse.REMAINDER, help="run: the command (after --)")
     em.set_defaults(func=_cmd_emulation)
 
     return p
@@ -402,6 +405,13 @@ def _cmd_emulation(args) -> int:
     from . import emulation
     project = _project(args)
     emu = emulation.for_platform(project, args.platform)
+    if args.what == "run":
+        from . import target_root
+        argv = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not argv:
+            raise ConfigError("cuforge emulation run: no command",
+                              hint="e.g. `sudo cuforge emulation run -- uname -m`")
+        return target_root.run(project.state_dir, emu, project.root, argv)
     if args.what == "setup":
         log = project.state_dir / "logs" / f"emulation-{emu.platform}.log"
         log.parent.mkdir(parents=True, exist_ok=True)

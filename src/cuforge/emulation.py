@@ -35,6 +35,7 @@ from .tomlfile import read_toml
 
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 TABLE = "emulation.toml"
+TOOLCHAIN_MARKER = ".cuforge-toolchain-debs"   # in the root: its native_toolchain is unpacked
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 # bookworm's QEMU 7.2 segfaults here (torch._C); a working QEMU prints "2.14.1+cu130 3.0"
 TORCH_CHECK = "import torch; print(torch.__version__, torch.zeros(3).add(1).sum().item())"
@@ -63,6 +64,8 @@ class Emulator:
     qemu_binary: str
     min_qemu: Version
     root: DebSet
+    toolchain: DebSet | None       # the target's own compilers, unpacked into the root too
+    toolchain_links: dict[str, str]   # root-relative path -> link target (maintainer scripts')
     pythons: dict[str, str]
     cross_compilers: dict[str, str]
     native_wheels: tuple[str, ...]
@@ -108,6 +111,7 @@ def load(project: Project) -> dict[str, Emulator]:
         where = f"envs/{TABLE} [{name}]"
         try:
             q, r, n = row["qemu"], row["root"], row["native_tools"]
+            t = row.get("native_toolchain")
             out[name] = Emulator(
                 platform=name, binfmt_name=row["binfmt_name"],
                 binfmt_magic=_escaped_bytes(row["binfmt_magic"]),
@@ -116,6 +120,8 @@ def load(project: Project) -> dict[str, Emulator]:
                 qemu=DebSet(q["suite"], q["arch"], tuple(q["packages"])),
                 qemu_binary=q["binary"], min_qemu=Version(q["min_version"]),
                 root=DebSet(r["suite"], r["arch"], tuple(r["packages"])),
+                toolchain=DebSet(r["suite"], r["arch"], tuple(t["packages"])) if t else None,
+                toolchain_links=dict((t or {}).get("links", {})),
                 pythons=dict(row.get("pythons", {})),
                 cross_compilers=dict(row.get("cross_compilers", {})),
                 native_wheels=tuple(n.get("wheels", ())), native_files=tuple(n.get("files", ())),
@@ -196,19 +202,26 @@ def provision(state_dir: Path, emu: Emulator, *, log: Path, verbose: bool = Fals
                 stream=verbose, error=ToolchainError)
             run(install, log=log, stream=verbose, error=ToolchainError)
         done.append(f"installed {', '.join(missing)}")
-    for name, debs, dest, ready in (
-            ("qemu", emu.qemu, home / "qemu", emu.qemu_path(state)),
-            ("root", emu.root, emu.root_dir(state), emu.root_dir(state) / ".cuforge-root")):
+    root = emu.root_dir(state)
+    parts = [("qemu", emu.qemu, home / "qemu", emu.qemu_path(state), ".cuforge-debs"),
+             ("root", emu.root, root, root / ".cuforge-root", ".cuforge-debs")]
+    if emu.toolchain is not None:   # into the root, after it (a new root drops its marker)
+        parts.append(("toolchain", emu.toolchain, root, root, TOOLCHAIN_MARKER))
+    for name, debs, dest, ready, marker_name in parts:
         stamp = "\n".join([debs.suite, debs.arch, *debs.packages])
-        marker = dest / ".cuforge-debs"
+        marker = dest / marker_name
         if ready.exists() and marker.is_file() and marker.read_text() == stamp:
             continue
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir(parents=True)
+        if name != "toolchain":
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
         for step in unpack_steps(emu, debs, home / "apt" / name, dest):
             run(step, log=log, stream=verbose, error=ToolchainError)
         if name == "root":
             (dest / ".cuforge-root").write_text(emu.platform + "\n")
+        for link, target in emu.toolchain_links.items() if name == "toolchain" else ():
+            (dest / link).unlink(missing_ok=True)
+            (dest / link).symlink_to(target)
         marker.write_text(stamp)
         done.append(f"unpacked {', '.join(debs.packages)} ({debs.suite} {debs.arch}) into {dest}")
     write_wrappers(emu, state)
