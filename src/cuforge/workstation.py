@@ -339,7 +339,14 @@ def _install_checkout_requirements(python: Path, p: Setup, req: SetupRequest, he
         return []
     base = _base_python(p.combo)
     out.print(Text(f"the checkout's requirements ({len(reqs)}), held: {' '.join(held)}"))
-    got = install(lambda *a: _pip_install(python, base, *a), reqs, held, req.index,
+    if p.combo.interpreter:   # pip counts the .pth-linked torch as installed; uv would not
+        def installer(*a: str) -> tuple[str, ...]:
+            return (base, "-m", "pip", "--python", str(python), "install",
+                    "--disable-pip-version-check", *a)
+    else:
+        def installer(*a: str) -> tuple[str, ...]:
+            return _pip_install(python, base, *a)
+    got = install(installer, reqs, held, req.index,
                   torch_version=lambda: dist_version(python, "torch"),
                   python=p.combo.python, platform=p.combo.target.name)
     out.print(Text(f"installed the checkout's requirements: "

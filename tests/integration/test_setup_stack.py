@@ -40,6 +40,20 @@ optional = ["tiny-broken"]
 patch_set = "pointcept"
 checkout_model = "smoke/stack_models/tiny.py"
 
+# the checkout's own requirements: one in the --find-links dir, one that wants another torch,
+# one that no index has (open3d on the GPU machine)
+[[requirement]]
+spec = "tiny-extra"
+source = "README.md:1 `pip install tiny-extra`"
+
+[[requirement]]
+spec = "tiny-old-torch"
+source = "README.md:2 `pip install tiny-old-torch`"
+
+[[requirement]]
+spec = "open3d==0.19.0"
+source = "README.md:3 `pip install open3d==0.19.0`"
+
 [[env]]
 name = "TINY_CHUNK"
 value = "2000000"
@@ -104,7 +118,27 @@ def make_project(tmp: Path, combo_row: str) -> Project:
         (proj / "recipes" / f"{name}.toml").write_text(
             f'name = "{name}"\nkind = "setuptools"\ndepends = {deps!r}\n'
             f'modules = ["{name.replace("-", "_")}"]\n[source]\npath = "{src}"\n'.replace("'", '"'))
+    links = tmp / "links"    # what the user carried: setup's --find-links DIR --no-index
+    for name, requires in (("tiny-extra", "torch"), ("tiny-old-torch", "torch==2.13.0")):
+        _tiny_wheel(links, name, requires)
     return Project(proj)
+
+
+def _tiny_wheel(links: Path, name: str, requires: str) -> None:
+    import base64
+    import hashlib
+    import zipfile
+    mod, info = name.replace("-", "_"), f"{name.replace('-', '_')}-1.0.dist-info"
+    files = {f"{mod}.py": b"", f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\n"
+             f"Version: 1.0\nRequires-Dist: {requires}\n".encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = [f"{k},sha256={base64.urlsafe_b64encode(hashlib.sha256(v).digest()).rstrip(b'=').decode()},"
+              f"{len(v)}" for k, v in files.items()]
+    files[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
+    links.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(links / f"{mod}-1.0-py3-none-any.whl", "w") as zf:
+        for k, v in files.items():
+            zf.writestr(k, v)
 
 
 def prebuild(project: Project, name: str, python: Path) -> None:
@@ -128,7 +162,8 @@ def setup(project: Project, checkout: Path, venv: Path, *extra: str
     env.pop("CUFORGE_WHEELHOUSE", None)
     return subprocess.run([sys.executable, "-m", "cuforge", "--root", str(project.root), "setup",
                            "tiny", "--checkout", str(checkout), "--venv", str(venv), "--combo",
-                           "tiny-combo", *extra], capture_output=True, text=True, env=env,
+                           "tiny-combo", "--find-links", str(project.root.parent / "links"),
+                           "--no-index", *extra], capture_output=True, text=True, env=env,
                           cwd=project.root.parent)
 
 
@@ -156,6 +191,16 @@ def check_result(project: Project, checkout: Path, venv: Path) -> None:
     assert alloc == "expandable_segments:True,max_split_size_mb:32"
     assert Path(prefix) == venv
     assert (venv / "bin" / "activate").read_text().count("# >>> cuforge setup tiny >>>") == 1
+    # the checkout's requirements: the one that can be had is in, torch stayed (above)
+    activated(venv, "import tiny_extra")
+
+
+def check_requirements_reported(stderr: str) -> None:
+    said = " ".join(stderr.split())
+    assert "not installed: tiny-old-torch (from README.md:2 `pip install tiny-old-torch`): it " \
+           "needs another torch than the one held (torch==2.14.1" in said, said
+    assert "not installed: open3d==0.19.0 (from README.md:3" in said
+    assert "not installed (see above): tiny-old-torch, open3d==0.19.0" in said
 
 
 def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path) -> None:
@@ -188,6 +233,7 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
     assert "model stage (tiny): import pass · checkout model skipped (no GPU" in first.stderr \
         or "checkout model pass" in first.stderr
     check_result(project, checkout, venv)
+    check_requirements_reported(first.stderr)
 
     again = setup(project, checkout, venv)      # idempotent: nothing to build, nothing to patch
     assert again.returncode == 0, again.stderr
@@ -223,3 +269,4 @@ def test_setup_installs_the_combos_torch_with_uv(tmp_path: Path) -> None:
     assert "wheels: building" not in out.stderr
     assert "venv created" in out.stderr and "(torch 2.14.1)" in out.stderr
     check_result(project, checkout, venv)
+    check_requirements_reported(out.stderr)
