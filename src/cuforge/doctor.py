@@ -240,10 +240,11 @@ def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo, judged: b
         else:
             rows.append((f"{name}: interpreter", "ok", f"{info.python}: Python "
                          f"{info.py_version}, torch {info.torch_full} (CUDA {info.cuda})"))
-    elif combo.interpreter:
+    elif combo.interpreter:   # not in use: found, but not probed (an ok would claim torch)
         found = shutil.which(combo.interpreter)
-        rows.append((f"{name}: interpreter", "ok" if found else "missing",
-                     found or combo.interpreter))
+        rows.append((f"{name}: interpreter", "info" if found else "missing",
+                     f"{found}: torch not probed (--combo {combo.id} does)" if found
+                     else combo.interpreter))
     else:
         try:
             rows.append((f"{name}: python", "ok", str(venv.find_python(combo.python))))

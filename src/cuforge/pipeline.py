@@ -141,7 +141,8 @@ def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:
         counts[what] = counts.get(what, 0) + 1
     order = ("compiled", "prebuilt", "up to date", "failed", "skipped", "not started")
     said = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "nothing to build"
-    line = Text(f"{executor.plan.combo.id}: ", style="bold")
+    line = Text()
+    line.append(f"{executor.plan.combo.id}: ", style="bold")
     line.append(f"{said} in {duration(seconds)}; wheelhouse {executor.plan.wheel_dir} "
                 f"(manifest.txt); logs {log_dir}")
     return line

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -29,7 +30,7 @@ from rich.text import Text
 from . import venv
 from .checkoutreqs import CheckoutRequirement, IndexOptions, constraints, parse_requirements_file
 from .combos import Combo
-from .console import make_console, verdict_line
+from .console import duration, heartbeat, make_console, verdict_line
 from .errors import BuildError, ConfigError, ToolchainError, VerifyError
 from .project import Project
 from .recipes import Recipe, load_recipes, build_order
@@ -86,22 +87,38 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     if req.dry_run:
         print_setup(project, req, p, out)
         return 0
-    if p.to_build:
-        _build(project, req, p, out)
-        p = decide(project, req)          # the wheelhouse changed
-    python = _venv_with_torch(req, p.combo, out)
-    held = _install_wheels(python, p, out, req.index)
-    missing = _install_checkout_requirements(python, p, req, held, out) if req.requirements else []
-    _patch(project, req, p.stack, out)
-    write_env(req.venv, p.stack)
-    out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
-                   f"{req.venv / 'bin' / 'activate'})"))
-    ok = model_stage(project, python, p, out, checkout=req.checkout)
+    started = time.monotonic()
+    now = {"step": ""}   # what the heartbeat names where no terminal shows progress
+
+    def running() -> list[str]:
+        return [f"setup {p.stack.name}: {now['step']} ({duration(time.monotonic() - started)})"
+                ] if now["step"] else []   # a build says for itself what it runs
+
+    with heartbeat(out, running):
+        if p.to_build:
+            _build(project, req, p, out)
+            p = decide(project, req)          # the wheelhouse changed
+        now["step"] = f"the venv {req.venv} with torch {p.combo.torch}"
+        python = _venv_with_torch(req, p.combo, out)
+        now["step"] = f"installing the {p.stack.name} wheels"
+        held = _install_wheels(python, p, out, req.index)
+        now["step"] = "installing the checkout's requirements"
+        missing = (_install_checkout_requirements(python, p, req, held, out)
+                   if req.requirements else [])
+        now["step"] = f"patching {req.checkout}"
+        _patch(project, req, p.stack, out)
+        write_env(req.venv, p.stack)
+        out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
+                       f"{req.venv / 'bin' / 'activate'})"))
+        now["step"] = "the model stage"
+        ok = model_stage(project, python, p, out, checkout=req.checkout)
     if missing:
         out.print(Text(f"not installed (see above): {', '.join(m.requirement.spec for m in missing)}"
                        + ("; the model stage passed without them" if ok else ""),
                        style="yellow"))
-    out.print(Text(f"done: source {req.venv / 'bin' / 'activate'}", style="bold"))
+    out.print(Text(f"{'done' if ok else 'model stage FAILED'} in "
+                   f"{duration(time.monotonic() - started)}: source "
+                   f"{req.venv / 'bin' / 'activate'}", style="bold"), soft_wrap=True)
     return 0 if ok else VerifyError.exit_code
 
 

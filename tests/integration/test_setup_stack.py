@@ -243,6 +243,11 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
     assert "venv reused" in again.stderr
     assert "left out: tiny-broken" in again.stderr
     assert "nothing changed" in again.stderr
+    # each run ends with one line: how it ended, how long it took, what to source
+    for run in (first, again):
+        last = run.stderr.strip().splitlines()[-1]
+        assert last.startswith("done in ") and last.endswith("/bin/activate"), last
+    assert "failed" in first.stderr.split("wheels: building")[1]   # the build's summary counts
     check_result(project, checkout, venv)
 
 
