@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -23,7 +24,7 @@ from rich.text import Text
 from . import emulation, gpu, hostcxx, platforms, venv
 from .arches import Arch, parse_target
 from .combos import Combo, load_combos, select_combo
-from .console import make_console, plural, table
+from .console import duration, heartbeat, make_console, plural, table
 from .errors import ConfigError, CuforgeError
 from .project import Project
 from .recipes import load_recipes
@@ -119,12 +120,20 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
     device = _device(report, gpu_arch)
     combos = load_combos(project)
     judged = [select_combo(project, name=combo)] if combo else combos_in_use(project, combos)
-    rows += _machine(report)
-    rows += _tools()
-    rows += _host_compilers(project, judged)
-    rows += _combos(project, report, combos, {c.id for c in judged})
-    rows += _headers(project, _packages_in_use(project, judged))
-    rows += _emulation(project)
+    started, now = time.monotonic(), {"step": "the GPU, memory and tools"}
+    # the table prints at the end; a probe (an emulated `import torch`: ~30 s) must not be
+    # silence where no terminal shows the spinner
+    with heartbeat(make_console(stderr=True), lambda: [
+            f"doctor: {now['step']} ({duration(time.monotonic() - started)})"]):
+        rows += _machine(report)
+        rows += _tools()
+        now["step"] = "the host compilers"
+        rows += _host_compilers(project, judged)
+        now["step"] = "the combos"
+        rows += _combos(project, report, combos, {c.id for c in judged})
+        rows += _headers(project, _packages_in_use(project, judged))
+        now["step"] = "emulation"
+        rows += _emulation(project)
     t = table("check", "status", "detail", title="cuforge doctor", wide=["detail"])
     for check, status, detail in rows:
         t.add_row(Text(check), Text(status, style=_STYLE.get(status, "")), Text(detail))
