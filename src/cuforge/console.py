@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -52,12 +53,46 @@ class QuietPipeConsole(Console):
         raise BrokenPipeError
 
 
+class _TrimmedLines:
+    """A text stream (stdout or stderr, looked up at each write, as rich does) whose lines lose
+    their trailing blanks: a table at its natural width pads every row to its widest one
+    (doctor's rows were 1,500 columns of mostly spaces in a log)."""
+
+    def __init__(self, stderr: bool) -> None:
+        self.stderr = stderr
+        self._partial = ""
+
+    @property
+    def stream(self):
+        return sys.stderr if self.stderr else sys.stdout
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        if lines:
+            self.stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial:
+            self.stream.write(self._partial)
+            self._partial = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
 def make_console(*, stderr: bool = False) -> Console:
     """cuforge's console for stdout (or stderr): wraps on a terminal, or at ``COLUMNS`` when
-    that is set (someone asked for that width), nowhere else."""
+    that is set (someone asked for that width), nowhere else, and there without the blanks
+    that pad table rows."""
     if Console(stderr=stderr).is_terminal or os.environ.get("COLUMNS", "").strip():
         return QuietPipeConsole(stderr=stderr, highlight=False)
-    return QuietPipeConsole(stderr=stderr, highlight=False, soft_wrap=True, width=LOG_WIDTH)
+    return QuietPipeConsole(file=_TrimmedLines(stderr), highlight=False, soft_wrap=True,
+                            width=LOG_WIDTH)
 
 
 def plural(n: int, word: str, many: str = "") -> str:

@@ -194,3 +194,17 @@ def test_progress_lines_say_what_a_live_display_shows():
     progress.add_task("spconv: building", total=775, completed=12)
     lines = progress_lines(progress)
     assert lines[0].startswith("demo: building for 12.0 (") and lines[1].endswith(", 12/775)")
+
+
+def test_a_table_in_a_log_has_no_padded_lines(capsys, monkeypatch):
+    """Through a pipe a table takes its natural width; its rows are not padded with blanks to
+    the widest one (doctor's were 1,500 columns wide in a log)."""
+    from cuforge.console import make_console, table
+    monkeypatch.delenv("COLUMNS", raising=False)
+    t = table("check", "detail")
+    t.add_row("short", "ok")
+    t.add_row("long", "x" * 300)
+    make_console().print(t)
+    lines = capsys.readouterr().out.splitlines()
+    assert any("x" * 300 in line for line in lines)
+    assert not [line for line in lines if line.endswith(" ")], lines
