@@ -20,11 +20,13 @@ def pytest_sessionstart(session) -> None:
         return
     from cuforge.combos import select_combo
     from cuforge.project import find_project
+    from cuforge.target import resolve
     from cuforge.venv import prepare
 
     project = find_project(ROOT)
     combo = select_combo(project, name=TEST_COMBO)
-    env = prepare(project.state_dir, combo, log=project.state_dir / "logs" / "tests-env.log")
+    env = prepare(project.state_dir, combo, resolve(project, combo),
+                  log=project.state_dir / "logs" / "tests-env.log")
     os.environ["CUFORGE_TEST_TORCH_PYTHON"] = str(env.python)
 
 

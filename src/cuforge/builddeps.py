@@ -48,7 +48,7 @@ def overlay_pythonpath(work: Path, depends: tuple[str, ...], theirs: str | None)
     return os.pathsep.join([*map(str, overlay_dirs(work, depends)), *([theirs] if theirs else [])])
 
 
-def install_step(python: Path, wheel: Path, target: Path) -> Step | None:
+def install_step(python: Path, wheel: Path, target: Path, env: tuple[tuple[str, str], ...] = ()) -> Step | None:
     """``pip install --no-deps --target`` of ``wheel`` into its own empty ``target``; None when
     ``target`` has it already, file for file (its files keep their times: ninja). A target
     holding anything else (another version, edited files) is emptied first: no stale copy."""
@@ -56,7 +56,7 @@ def install_step(python: Path, wheel: Path, target: Path) -> Step | None:
         return None
     shutil.rmtree(target, ignore_errors=True)
     return Step((str(python), "-m", "pip", "install", "--no-deps", "--disable-pip-version-check",
-                 "--target", str(target), str(wheel)),
+                 "--target", str(target), str(wheel)), env,
                 description=f"install {wheel.name} into {target}")
 
 
@@ -82,7 +82,8 @@ print(json.dumps(found))
 """
 
 
-def require_not_installed(python: Path, names: list[str], package: str) -> None:
+def require_not_installed(python: Path, names: list[str], package: str,
+                          env: tuple[tuple[str, str], ...] = ()) -> None:
     """Refuse to build ``package`` while the build interpreter imports one of its top-level
     ``names`` from outside its source tree (site-packages, user site, an editable install).
 
@@ -94,10 +95,10 @@ def require_not_installed(python: Path, names: list[str], package: str) -> None:
     cuforge itself no longer installs build dependencies into the env."""
     if not names:
         return
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    environ = {k: v for k, v in {**os.environ, **dict(env)}.items() if k != "PYTHONPATH"}
     try:
         out = subprocess.run([str(python), "-c", _PROBE, *names], capture_output=True,
-                             text=True, env=env, timeout=60, check=True).stdout
+                             text=True, env=environ, timeout=60, check=True).stdout
         found = json.loads(out.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return   # the env check has already vetted the interpreter; no answer, no verdict

@@ -289,15 +289,12 @@ def _src_overrides(items: list[str]) -> tuple[tuple[str, Path], ...]:
 def _cmd_build(args) -> int:
     from .pipeline import BuildRequest, build
     from .compiler_cache import parse_spec
-    from .platforms import require_native
     from .toolchain import default_jobs
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs {args.jobs}: the number of parallel compile jobs must be 1 "
                           "or more", hint="leave --jobs out to get min(cores, free memory / "
                           "2.5 GB), or pass e.g. --jobs 4")
     combo = _combo(args, arches=_arches(args), torch=args.torch)
-    # dry runs too: no cross-platform plans unless emulation was asked for
-    require_native(combo.target, f"combo {combo.id}", emulate=combo.emulate)
     req = BuildRequest(
         combo=combo,
         packages=tuple(p for p in args.only.split(",") if p),

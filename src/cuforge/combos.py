@@ -26,6 +26,7 @@ class Accel:
     torch_index: str
     toolkit_wheels: tuple[str, ...]
     toolkit: str = "pypi"              # where its combos take nvcc from unless they say otherwise
+    torch_libs: tuple[str, ...] = ()   # site-packages/nvidia/<dir>s of torch's CUDA wheels
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ def load_accels(project: Project) -> dict[str, Accel]:
             torch_index=row.get("torch_index", ""),
             toolkit_wheels=tuple(row.get("toolkit_wheels", ())),
             toolkit=row.get("toolkit", "pypi"),
+            torch_libs=tuple(row.get("torch_libs", ())),
         )
     return accels
 

@@ -21,7 +21,7 @@ from typing import Literal
 from rich.console import Console
 from rich.text import Text
 
-from . import emulation, gpu, hostcxx, platforms, venv
+from . import emulation, gpu, hostcxx, platforms, tools, venv
 from .arches import Arch, parse_target
 from .combos import Combo, load_combos, select_combo
 from .console import duration, heartbeat, make_console, plural, table
@@ -29,6 +29,7 @@ from .errors import ConfigError, CuforgeError
 from .project import Project
 from .recipes import load_recipes
 from .syslibs import missing_headers
+from .target import resolve
 from .toolchain import NVCC_MEM_PER_JOB, default_jobs, mem_available
 from .wheelhouse import MANIFEST, Wheelhouse
 
@@ -208,7 +209,7 @@ def _machine(report: gpu.GpuReport) -> list[tuple[str, str, str]]:
 def _tools() -> list[tuple[str, str, str]]:
     rows = []
     try:
-        rows.append(("uv", "ok", venv.find_uv()))
+        rows.append(("uv", "ok", tools.find_uv()))
     except CuforgeError as err:
         rows.append(("uv", "missing", str(err)))
     for tool in ("g++", "git", "cmake", "ninja"):
@@ -233,17 +234,20 @@ def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo, judged: b
                 ) -> list[tuple[str, str, str]]:
     rows = []
     name = f"combo {combo.id}"
-    if combo.target != platforms.host() and combo.emulate:
+    try:
+        target = resolve(project, combo)
+    except ConfigError as err:   # another machine's combo: nothing to find here
+        rows.append((f"{name}: platform", "info", f"{combo.target.name}: built there only; "
+                     f"`cuforge resolve --combo {combo.id}` checks it from here"
+                     if not combo.emulate else str(err).splitlines()[0]))
+        return rows
+    if target.emulated:
         rows.append((f"{name}: platform", "info", f"{combo.target.name}: built here under "
                      "emulation (see the emulation rows)"))
         return rows
-    if combo.target != platforms.host():   # another machine's combo: nothing to find here
-        rows.append((f"{name}: platform", "info", f"{combo.target.name}: built there only; "
-                     f"`cuforge resolve --combo {combo.id}` checks it from here"))
-        return rows
     if combo.interpreter and judged:   # as the build will find it (a probe: seconds)
         try:
-            info = venv.check_interpreter(combo)
+            info = venv.check_interpreter(combo, target)
         except CuforgeError as err:
             rows.append((f"{name}: interpreter", "missing", str(err)))
         else:
@@ -255,10 +259,8 @@ def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo, judged: b
                      f"{found}: torch not probed (--combo {combo.id} does)" if found
                      else combo.interpreter))
     else:
-        try:
-            rows.append((f"{name}: python", "ok", str(venv.find_python(combo.python))))
-        except CuforgeError as err:
-            rows.append((f"{name}: python", "missing", str(err)))
+        rows.append((f"{name}: python", "missing", str(target.missing_python))
+                    if target.missing_python else (f"{name}: python", "ok", target.base_python))
         ready = venv.is_ready(project.state_dir, combo)
         rows.append((f"{name}: env", "ok" if ready else "not yet",
                      "reused on next build" if ready else "created on first build"))

@@ -4,40 +4,39 @@ built or written. Lines that are not comments are the commands, in order."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from . import emulation, sources, venv
-from .combos import Combo
+from . import sources, venv
 from .console import QuietPipeConsole
-from .errors import CuforgeError
 from .plan import Action, ActionKind, PackagePlan, make_plan
 from .project import Project
 from .recipes import Recipe
-from .toolchain import Toolkit
-from .torchinfo import TorchInfo
 
 
 def dry_run(project: Project, req, order: list[Recipe]) -> None:
-    """Print the plan a build of ``order`` would run; build nothing, write nothing."""
-    combo = req.combo
+    """Print the plan a build of ``order`` would run; build nothing, write nothing. The env is
+    read as the build would find it (``venv.inspect``), so the wheel dir and keys printed are
+    the build's; a venv not created yet is predicted (``venv.predicted``)."""
+    combo, target = req.combo, req.target
     out = QuietPipeConsole(highlight=False, soft_wrap=True)
     out.print(f"# dry run: combo {combo.id}, torch {combo.torch}, CUDA {combo.accel.cuda}, "
               f"arches {combo.arches}")
     out.print(f"# build order: {' -> '.join(r.name for r in order)}")
-    emulator = emulation.for_combo(project, combo)
-    env = _predicted_env(project, combo, emulator)
-    if emulator is not None:
+    if target.emulated:
         out.print(f"# emulated: {combo.target.name} code runs under QEMU (envs/emulation.toml); "
-                  + " ".join(f"{k}={v}" for k, v in
-                             emulation.variables(project.state_dir, emulator).items()))
-    if not combo.interpreter and not venv.is_ready(project.state_dir, combo):
-        base = str(emulator.python(project.state_dir, combo.python) if emulator else
-                   _find_python_or_name(combo.python))
-        for step in venv.creation_steps(project.state_dir, combo, base):
+                  "every command below gets " + " ".join(f"{k}={v}" for k, v in target.env))
+    env = venv.inspect(project.state_dir, combo, target)
+    if env is None:
+        for step in venv.creation_steps(project.state_dir, combo, target):
             out.print(step.render(), markup=False)
-    elif not combo.interpreter:
-        out.print(f"# env {venv.env_dir(project.state_dir, combo)} is ready: nothing to install")
+        env = venv.predicted(project.state_dir, combo, target)
+        out.print("# the env does not exist yet: the paths below are as it will be made")
+    elif env.root is not None:
+        out.print(f"# env {env.root} is ready: nothing to install")
+    else:
+        out.print(f"# interpreter {env.python}: torch {env.info.torch_full}"
+                  + (f" (not the combo's {combo.torch}: its own decides)"
+                     if env.combo.torch != combo.torch else ""))
     plan = make_plan(project, req, env, order)
+    out.print(f"# wheel dir: {plan.wheel_dir}")
     how = (f"each may start {plan.jobs} compilers, and {plan.jobs} compile slots "
            "($CUFORGE_SLOTS, a FIFO made when the build starts) keep the machine at the budget"
            if plan.pooled else "each within its share")
@@ -68,14 +67,15 @@ def _up_to_date(plan, req) -> dict:
 
 
 def up_to_date_lines(pkg: PackagePlan, entry) -> list[str]:
-    return [f"\n# ---- {pkg.name} ({pkg.recipe.kind}, key {pkg.key[:16]}) ----",
+    return [f"\n# ---- {pkg.name} ({pkg.recipe.kind}) ----", f"# key {pkg.key}",
             f"# up to date: {entry.wheel} has this key in the wheelhouse; the build keeps it "
             "and runs nothing for it (--rebuild builds it again)"]
 
 
 def package_lines(project: Project, pkg: PackagePlan) -> list[str]:
     """One package of the plan as text: comments, then the commands in order."""
-    lines = [f"\n# ---- {pkg.name} ({pkg.recipe.kind}, {pkg.jobs} jobs, key {pkg.key[:16]}) ----"]
+    lines = [f"\n# ---- {pkg.name} ({pkg.recipe.kind}, {pkg.jobs} jobs) ----",
+             f"# key {pkg.key}"]
     if pkg.jobs_note:
         lines.append(f"# {pkg.jobs_note}")
     if pkg.skip:
@@ -100,31 +100,3 @@ def _render(project: Project, pkg: PackagePlan, action: Action) -> str:
                                            action.path):
             text += "\n#   " + step.render().replace("\n", "\n#   ")
     return text
-
-
-def _predicted_env(project: Project, combo: Combo,
-                   emulator: emulation.Emulator | None) -> venv.ComboEnv:
-    """The env as it will be, without creating it (for --dry-run)."""
-    root = venv.env_dir(project.state_dir, combo)
-    if combo.interpreter:   # nothing to predict: the build uses it as it is, or refuses it
-        return venv.prepare(project.state_dir, combo, log=Path("/dev/null"), emulator=emulator)
-    if venv.is_ready(project.state_dir, combo):
-        try:
-            return venv.prepare(project.state_dir, combo, log=Path("/dev/null"),
-                                emulator=emulator)
-        except CuforgeError:
-            pass
-    site = root / "lib" / f"python{combo.python}" / "site-packages"
-    info = TorchInfo(python=root / "bin" / "python", py_version=combo.python, site_packages=site,
-                     machine=combo.target.machine, torch=combo.torch, torch_full=combo.torch,
-                     cuda=str(combo.accel.cuda), cxx11_abi=True, torch_lib=site / "torch" / "lib",
-                     nvidia_include=(site / "nvidia" / "cu13" / "include",),
-                     nvidia_lib=(site / "nvidia" / "cu13" / "lib",))
-    return venv.ComboEnv(combo, info, Toolkit(root / "cuda", combo.accel.cuda), root, False)
-
-
-def _find_python_or_name(version: str) -> Path | str:
-    try:
-        return venv.find_python(version)
-    except CuforgeError:
-        return f"python{version}"

@@ -11,8 +11,9 @@ pinned wheels' x86_64 build, told the target's directory with ``-target-dir``).
 
 What this module owns: the table, provisioning (``cuforge emulation setup``: Debian packages
 by ``apt-get`` with a private state, ``dpkg -x``, the binfmt_misc registration), the health
-check ``cuforge doctor`` shows, and the process environment a build then runs in
-(``QEMU_LD_PREFIX``, the sysroot compiler wrappers on ``PATH``, the nvcc flags).
+check ``cuforge doctor`` shows, and the variables a build's commands then run with
+(``QEMU_LD_PREFIX``, the sysroot compiler wrappers on ``PATH``, the nvcc flags), which
+``cuforge.target`` puts into each command's own environment.
 """
 
 from __future__ import annotations
@@ -443,17 +444,6 @@ def variables(state_dir: Path, emu: Emulator) -> dict[str, str]:
     if emu.nvcc_flags:
         out["NVCC_PREPEND_FLAGS"] = emu.nvcc_flags
     return out
-
-
-def activate(state_dir: Path, emu: Emulator) -> None:
-    """Make this process (and so every subprocess cuforge starts) run the target's code:
-    refuse with the fix when the emulator is not usable."""
-    bad = [f for f in check(state_dir, emu) if not f.ok]
-    if bad:
-        raise ToolchainError(f"{emu.platform} emulation is not usable here: {bad[0].what}",
-                             hint=bad[0].fix)
-    if os.environ.get("QEMU_LD_PREFIX") != variables(state_dir, emu)["QEMU_LD_PREFIX"]:
-        os.environ.update(environment(state_dir, emu))
 
 
 # --- native tools --------------------------------------------------------------------------

@@ -84,10 +84,11 @@ def c_sibling(cxx: str) -> str:
     return cxx
 
 
-def probe(cxx: str, cc: str | None = None) -> HostCompiler:
-    """Compile and link the probe with ``cxx`` and read the result (about a second)."""
+def probe(cxx: str, cc: str | None = None, search: str | None = None) -> HostCompiler:
+    """Compile and link the probe with ``cxx`` and read the result (about a second);
+    ``search``: the PATH ``cxx`` is looked up in (default: this process's)."""
     words = shlex.split(cxx)            # CXX may carry a launcher: "ccache g++"
-    path = shutil.which(words[0]) if words else None
+    path = shutil.which(words[0], path=search) if words else None
     if path is None:
         raise ToolchainError(f"host C++ compiler {cxx!r} not found",
                              hint="install g++ (apt-get install g++), or name one with "
@@ -117,30 +118,31 @@ def _probe(cxx: str, cc: str, _mtime: int, _size: int) -> HostCompiler:
     return HostCompiler(cxx, cc, needed, sum(map(is_std_symbol, names)))
 
 
-def choose(host_cxx: str = "", host_cc: str = "", fallbacks: tuple[str, ...] = ()
-           ) -> tuple[HostCompiler, str]:
+def choose(host_cxx: str = "", host_cc: str = "", fallbacks: tuple[str, ...] = (),
+           search: str | None = None) -> tuple[HostCompiler, str]:
     """The host compiler to build with, and a note when it is not the environment's own.
 
     ``host_cxx`` (the combo's key) must pass the probe. Otherwise the environment's ``CXX``
     (else ``g++``) is probed; when it links libstdc++ statically, the first of ``fallbacks``
-    that does not is taken. Raises ToolchainError when none qualifies.
+    that does not is taken. Raises ToolchainError when none qualifies. ``search``: the PATH
+    the builds will have (under emulation the sysroot compiler wrappers come first).
     """
     fix = ("set host_cxx = \"/usr/bin/g++\" (any g++ that links libstdc++.so dynamically) in "
            "this combo in envs/combos.toml")
     if host_cxx:
-        chosen = probe(host_cxx, host_cc or None)
+        chosen = probe(host_cxx, host_cc or None, search)
         if chosen.static_libstdcxx:
             raise ToolchainError(f"the combo's host_cxx: {chosen.describe()}; extension modules "
                                  "would each carry a private C++ standard library", hint=fix)
         return chosen, ""
     default = os.environ.get("CXX") or "g++"
-    first = probe(default, os.environ.get("CC") or None)
+    first = probe(default, os.environ.get("CC") or None, search)
     if not first.static_libstdcxx:
         return first, ""
     for candidate in fallbacks:
-        if shutil.which(candidate) is None:
+        if shutil.which(candidate, path=search) is None:
             continue
-        other = probe(candidate)
+        other = probe(candidate, search=search)
         if not other.static_libstdcxx:
             return other, (f"{first.describe()}; building with {other.cxx} instead "
                            f"(CC={other.cc}, CXX/CUDAHOSTCXX/NVCC_CCBIN={other.cxx})")

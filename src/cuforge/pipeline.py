@@ -17,7 +17,7 @@ from filelock import FileLock, Timeout
 from rich.markup import escape
 from rich.text import Text
 
-from . import compiler_cache, emulation, faults, runner, slots, sources, syslibs, venv
+from . import compiler_cache, faults, runner, slots, sources, syslibs, venv
 from .builders import cmake_seed
 from . import builddeps
 from .checks import check_summaries, embedded_arches, log_report, smoke_script
@@ -29,6 +29,7 @@ from .plan import Action, ActionKind, PackagePlan, Plan, make_plan, own_modules
 from .project import Project
 from .recipes import Recipe, load_recipes, build_order
 from .runner import Step, listen, run
+from .target import Target, resolve
 from .wheelhouse import Entry, Status, Wheelhouse, sha256_of
 from .wheelmeta import wheel_requirements
 
@@ -54,6 +55,7 @@ class BuildRequest:
     cache: str = ""                # compiler cache override: off | local | <dir> | redis://...
     upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
     team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
+    target: Target | None = None   # decided by the caller already (setup); else by build()
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ def resolve_order(req: BuildRequest, recipes: dict[str, Recipe]) -> list[Recipe]
 
 
 def build(project: Project, req: BuildRequest) -> Outcome:
+    # decided once (dry runs too: no cross-platform plan unless emulation was asked for)
+    if req.target is None:
+        req = replace(req, target=resolve(project, req.combo))
     # read once: the build runs on these even if recipes/ is edited while it compiles
     recipes = load_recipes(project)
     order = resolve_order(req, recipes)
@@ -105,11 +110,9 @@ def build(project: Project, req: BuildRequest) -> Outcome:
     preparing = f"{req.combo.id}: preparing the environment (log: {log_dir / 'env.log'})"
     with console.status(f"[bold]{escape(req.combo.id)}[/]: preparing the environment"), \
             heartbeat(console, lambda: [f"{preparing}, {duration(time.monotonic() - t0)}"]):
-        env = venv.prepare(project.state_dir, req.combo, log=log_dir / "env.log",
-                           verbose=req.verbose,
-                           emulator=emulation.for_combo(project, req.combo))
-    combo = replace(req.combo, torch=env.info.torch)
-    env = replace(env, combo=combo)
+        env = venv.prepare(project.state_dir, req.combo, req.target, log=log_dir / "env.log",
+                           verbose=req.verbose)
+    combo = env.combo   # an interpreter's own torch decides (venv): so does the dry run's
     how = "reused" if env.reused else "created"
     console.print(f"[bold]{combo.id}[/]: env {how} in {time.monotonic() - t0:.1f} s "
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
@@ -121,7 +124,7 @@ def build(project: Project, req: BuildRequest) -> Outcome:
             outcome = executor.run()
         if req.upstream_tests:
             from .suites import upstream_stage
-            upstream_stage(project, env.python, combo, build_plan.wheel_dir, outcome.entries,
+            upstream_stage(project, env, build_plan.wheel_dir, outcome.entries,
                            {r.name: r for r in order}, dict(req.src_overrides), console)
     except CuforgeError:   # a failed package stopped the build: the summary still counts
         console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
@@ -158,6 +161,7 @@ class Executor:
         self.project, self.req, self.env, self.plan, self.log_dir = (project, req, env, plan,
                                                                      log_dir)
         self.recipe_names = recipe_names   # never installed from an index (runtimedeps.split)
+        self.run_env = env.target.step_env()   # what the env's Python needs to run (emulation)
         self.house = Wheelhouse(plan.wheel_dir)
         self.house.recover()   # finish or undo a publish that a killed run left half-done
         self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
@@ -302,7 +306,8 @@ class Executor:
     def _torch_build(self):
         from . import wheelmeta
         if self._torch_dist is None:
-            self._torch_dist = wheelmeta.torch_build(self.env.python, self.env.info.torch)
+            self._torch_dist = wheelmeta.torch_build(self.env.python, self.env.info.torch,
+                                                     self.run_env)
         return self._torch_dist
 
     def _wheel_for(self, pkg: PackagePlan, log: Path, say) -> Made:
@@ -358,7 +363,8 @@ class Executor:
         syslibs.require_headers(pkg.recipe)
 
     def _guard(self, pkg: PackagePlan, action: Action, log: Path) -> None:
-        builddeps.require_not_installed(self.env.python, own_modules(pkg.recipe), pkg.name)
+        builddeps.require_not_installed(self.env.python, own_modules(pkg.recipe), pkg.name,
+                                        self.run_env)
 
     def _clean(self, pkg: PackagePlan, action: Action, log: Path) -> None:
         shutil.rmtree(action.path, ignore_errors=True)
@@ -414,7 +420,7 @@ class Executor:
                                  hint=f"build it first: --only {pkg.name} builds its "
                                  "dependencies")
             wheel = self.house.verified(entry)   # the bytes its line recorded
-            step = builddeps.install_step(self.env.python, wheel, target)
+            step = builddeps.install_step(self.env.python, wheel, target, self.run_env)
             if step is None:
                 same.append(wheel.name)
             else:
@@ -444,7 +450,8 @@ class Executor:
         except CuforgeError as err:
             return f"prebuilt {wheel.name}: its requirements do not install ({err})"
         smoke = None if self.req.skip_smoke else smoke_script(self.project, pkg.recipe)
-        report = verify_wheel(wheel, context_from(self.env.info, pkg.archs), smoke=smoke,
+        report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env),
+                              smoke=smoke,
                               modules=list(pkg.recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))
         bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
@@ -502,7 +509,7 @@ class Executor:
         recipe = pkg.recipe
         archs = pkg.archs if recipe.arches.device_code and not (
             recipe.kind == "prebuilt" and not recipe.arches.supported) else None
-        ctx = context_from(self.env.info, archs)
+        ctx = context_from(self.env.info, archs, self.run_env)
         smoke = None if self.req.skip_smoke else smoke_script(self.project, recipe)
         report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))
@@ -525,9 +532,10 @@ class Executor:
         if not reqs:   # torch and wheelhouse packages never come from an index (runtimedeps)
             return
         with self.env_lock:
-            todo = unmet(self.env.python, reqs)
+            todo = unmet(self.env.python, reqs, env=dict(self.run_env))
             if todo:
-                run(install_step(self.env.python, wheel.name, todo, self.env.info.torch), log=log)
+                run(install_step(self.env.python, wheel.name, todo, self.env.info.torch,
+                                 self.run_env), log=log)
             else:   # pip's resolver would only say so, in seconds (cuforge.verify.requirements)
                 runner.note(log, f"runtime requirements of {wheel.name}: met already in "
                                  f"{self.env.python} ({', '.join(reqs)}); pip not run")

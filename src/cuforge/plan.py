@@ -137,7 +137,7 @@ def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:
     pooled = uses_slots(order, req)
     shares = ({r.name: req.jobs for r in order} if req.one_at_a_time or pooled
               else job_shares(order, req.jobs))
-    slot_script = slots.launcher(project.state_dir) if pooled else None
+    slot_script = slots.launcher_path(project.state_dir) if pooled else None   # pool() writes it
     memory = MemoryBudget(req.jobs, mem_available(),
                           alone=req.one_at_a_time or sum(r.kind != "prebuilt" for r in order) < 2)
     planned: dict[str, PackagePlan] = {}
@@ -271,7 +271,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
         if recipe.build_requires:
             actions.append(Action(ActionKind.RUN, f"build requirements of {recipe.name}", Step(
                 (str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
-                 *recipe.build_requires),
+                 *recipe.build_requires), env.target.step_env(),
                 description=f"build requirements of {recipe.name}"), shares_env=True))
         actions += _deps(recipe, work)
         actions.append(_clean(work / "dist"))
@@ -490,7 +490,9 @@ def job_env(env, recipe: Recipe, archs: ArchList, jobs: int) -> tuple[tuple[str,
     """The variables a package build gets on top of the user's environment."""
     base = build_environment(env.toolkit, archs, jobs=jobs, cxx11_abi=env.info.cxx11_abi,
                              extra_include=list(env.info.nvidia_include),
-                             extra_lib=list(env.info.nvidia_lib), bin_dirs=[env.bin_dir])
+                             extra_lib=list(env.info.nvidia_lib),
+                             bin_dirs=[env.bin_dir, *env.target.bin_dirs])
+    base.update(env.target.env)   # emulation's variables: in the step, so in the key
     fmt = placeholders(env, archs)
     if recipe.arches.append_gencode:
         # Arches change the output, and ccache does not hash NVCC_APPEND_FLAGS: keep torch's

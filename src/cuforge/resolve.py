@@ -14,7 +14,8 @@ from pathlib import Path
 from .combos import Combo
 from .errors import ToolchainError
 from .runner import capture
-from .venv import find_uv, index_args, requirements
+from .tools import find_uv
+from .venv import index_args, requirements
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,9 @@ class Step:
     env: tuple[tuple[str, str], ...] = ()   # variables cuforge sets on top of os.environ
     cwd: Path | None = None
     description: str = ""
+    # scripts the command calls (a compiler launcher): (path, text), written executable just
+    # before it runs, so planning (and --dry-run) writes nothing
+    scripts: tuple[tuple[Path, str], ...] = ()
 
     def render(self) -> str:
         lines = [f"# {self.description}"] if self.description else []
@@ -73,6 +76,9 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     lines start with ``prefix`` (the package name, when several build at once).
     ``$CUFORGE_TRACE``, when set, names a file that gets one JSON line per command run.
     """
+    from .scripts import write_script
+    for path, text in step.scripts:
+        write_script(path, text)
     if _STOPPING.is_set():   # another thread was interrupted: this one starts nothing new
         raise error(f"{step.description or shlex.join(step.argv[:3])}: not started, the build "
                     "was interrupted")

@@ -41,11 +41,12 @@ def split(requirements: Iterable[str], protected: Iterable[str]) -> tuple[list[s
     return install, left
 
 
-def install_step(python: Path, wheel: str, requirements: list[str], torch_version: str) -> Step:
+def install_step(python: Path, wheel: str, requirements: list[str], torch_version: str,
+                 env: tuple[tuple[str, str], ...] = ()) -> Step:
     """``pip install REQS torch==<the env's torch>``: torch already satisfies its own pin, and a
     dependency that wants another torch makes pip fail rather than swap it. The public version
     (``2.14.1``, not ``2.14.1+cu130``): it matches the installed local build, and a machine-wide
     pip constraint such as ``torch<=2.14.1`` does not exclude it."""
     return Step((str(python), "-m", "pip", "install", "--disable-pip-version-check",
-                 *requirements, f"torch=={torch_version}"),
+                 *requirements, f"torch=={torch_version}"), env,
                 description=f"runtime requirements of {wheel} (torch stays {torch_version})")

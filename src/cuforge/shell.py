@@ -5,19 +5,23 @@ from __future__ import annotations
 import os
 import shlex
 
-from . import emulation, venv
+from . import venv
 from .combos import Combo
 from .project import Project
+from .target import resolve
 from .toolchain import build_environment, default_jobs
 
 
 def combo_build_env(project: Project, combo: Combo) -> dict[str, str]:
-    env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "shell.log",
-                       emulator=emulation.for_combo(project, combo))
+    target = resolve(project, combo)
+    env = venv.prepare(project.state_dir, combo, target,
+                       log=project.state_dir / "logs" / "shell.log")
     out = build_environment(env.toolkit, combo.arches, jobs=default_jobs(),
                             cxx11_abi=env.info.cxx11_abi,
                             extra_include=list(env.info.nvidia_include),
-                            extra_lib=list(env.info.nvidia_lib), bin_dirs=[env.bin_dir])
+                            extra_lib=list(env.info.nvidia_lib),
+                            bin_dirs=[env.bin_dir, *target.bin_dirs])
+    out.update(target.env)   # emulation's variables: the shell runs the target's code too
     if env.root:
         out["VIRTUAL_ENV"] = str(env.root)
     return out

@@ -45,17 +45,23 @@ def available() -> bool:
     return hasattr(os, "mkfifo") and shutil.which("dd") is not None
 
 
+def launcher_path(state_dir: Path) -> Path:
+    """Where the plan's commands find ``launcher``'s script (a plan only names it)."""
+    return state_dir / "slots" / "take-slot"
+
+
 def launcher(state_dir: Path) -> Path:
     """``<state>/slots/take-slot``, written once (atomically: builds may start side by side)."""
-    return write_script(state_dir / "slots" / "take-slot", SCRIPT)
+    return write_script(launcher_path(state_dir), SCRIPT)
 
 
 @contextmanager
 def pool(state_dir: Path, size: int) -> Iterator[Path]:
     """A FIFO with ``size`` free slots, named by ``$CUFORGE_SLOTS`` for every command started in
     the block. This process keeps it open for reading and writing, so a compiler's open never
-    blocks and a slot given back is never lost while the build runs."""
-    (state_dir / "slots").mkdir(parents=True, exist_ok=True)
+    blocks and a slot given back is never lost while the build runs. The plan's commands
+    take their slots through ``launcher``'s script, written here."""
+    launcher(state_dir)
     where = Path(tempfile.mkdtemp(prefix="pool-", dir=state_dir / "slots"))
     fifo = where / "fifo"
     os.mkfifo(fifo)

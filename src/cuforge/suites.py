@@ -18,8 +18,10 @@ class UpstreamStage:
     build's last stage): fetches each suite's tree once, asks for a GPU once."""
 
     def __init__(self, project: Project, python: Path, combo: Combo,
-                 tests_src: dict[str, Path], source_overrides: dict[str, Path] | None = None):
+                 tests_src: dict[str, Path], source_overrides: dict[str, Path] | None = None,
+                 run_env: tuple[tuple[str, str], ...] = ()):
         self.project, self.python, self.combo = project, Path(python), combo
+        self.env = dict(run_env)   # what ``python`` needs to run (emulation's variables)
         self.tests_src = tests_src                  # --tests-src NAME=DIR: the suite's tree
         self.source_overrides = source_overrides or {}   # build --src: the package's tree
         self._gpu: bool | None = None
@@ -27,7 +29,7 @@ class UpstreamStage:
     def gpu_visible(self) -> bool:
         if self._gpu is None:
             from .verify.smoke import Device, probe_device
-            self._gpu = isinstance(probe_device(self.python), Device)
+            self._gpu = isinstance(probe_device(self.python, env=self.env), Device)
         return self._gpu
 
     def tree(self, recipe) -> Path:
@@ -74,7 +76,7 @@ class UpstreamStage:
                                   paths=[*import_roots(unpacked), *dependency_paths],
                                   modules=top_level_modules(unpacked), requirements_dir=site,
                                   scratch=scratch, gpu_visible=self.gpu_visible() if spec.gpu
-                                  else None)
+                                  else None, env=self.env)
 
 
 def record_check(wheel: Path, result) -> None:
@@ -93,7 +95,7 @@ def record_check(wheel: Path, result) -> None:
                                 time=datetime.now(timezone.utc).isoformat(timespec="seconds")))
 
 
-def upstream_stage(project: Project, python: Path, combo: Combo, house_dir: Path, entries,
+def upstream_stage(project: Project, env, house_dir: Path, entries,
                    recipes: dict, source_overrides: dict[str, Path], console) -> None:
     """A build's last stage (``build --upstream-tests``): each built or prebuilt wheel's
     upstream suite, its verdict printed and recorded in the manifest."""
@@ -104,7 +106,8 @@ def upstream_stage(project: Project, python: Path, combo: Combo, house_dir: Path
     wheels = {e.package: house_dir / e.wheel for e in entries
               if e.status.has_wheel and e.wheel}
     by_package = {canonicalize_name(n): w for n, w in wheels.items()}
-    stage = UpstreamStage(project, python, combo, {}, source_overrides)
+    stage = UpstreamStage(project, env.python, env.combo, {}, source_overrides,
+                          env.target.step_env())
     with tempfile.TemporaryDirectory(prefix="cuforge-suites-") as tmp:
         for name, wheel in wheels.items():
             recipe = recipes.get(name)

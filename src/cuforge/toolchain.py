@@ -136,6 +136,13 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path, machine: str = "") ->
     return Toolkit(dest, nvcc_version(dest / "bin" / "nvcc"))
 
 
+def pypi_toolkit_at(dest: Path, expected: Version) -> Toolkit:
+    """The toolkit ``assemble_pypi_toolkit`` made (or will make) at ``dest``, read only: its
+    nvcc's version once it is there, else the combo's (the env's wheels are pinned to it)."""
+    nvcc = dest / "bin" / "nvcc"
+    return Toolkit(dest, nvcc_version(nvcc) if nvcc.exists() else expected)
+
+
 _TARGET = {"aarch64": "sbsa"}   # CUDA's name for 64-bit Arm servers
 
 _SONAME = re.compile(r"^(lib.+?)\.so\.(\d+)(\.\d+)*$")

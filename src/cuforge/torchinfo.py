@@ -59,12 +59,14 @@ class TorchInfo:
         return bool(self.torch)
 
 
-def probe(python: Path) -> TorchInfo:
-    """Ask ``python`` about itself and its torch (one subprocess, ~2 s with torch)."""
-    return _from_answer(_ask(python))
+def probe(python: Path, env: tuple[tuple[str, str], ...] = ()) -> TorchInfo:
+    """Ask ``python`` about itself and its torch (one subprocess, ~2 s with torch); ``env``:
+    what it needs on top of this process's environment to run (emulation's variables)."""
+    return _from_answer(_ask(python, env))
 
 
-def probe_venv(root: Path) -> TorchInfo:
+def probe_venv(root: Path, env: tuple[tuple[str, str], ...] = (), *,
+               remember: bool = True) -> TorchInfo:
     """``probe`` of the venv at ``root``, answered from ``root/PROBE_CACHE`` while the venv's
     installed distributions are the ones it was asked with: the answer depends only on them,
     and ``import torch`` cost 3 s of every build here (the env check of a no-op rerun)."""
@@ -75,7 +77,9 @@ def probe_venv(root: Path) -> TorchInfo:
             return _from_answer(saved["answer"])
     except (OSError, ValueError, KeyError, TypeError):
         pass   # none yet, or unreadable: ask
-    answer = _ask(root / "bin" / "python")
+    answer = _ask(root / "bin" / "python", env)
+    if not remember:   # a dry run writes nothing
+        return _from_answer(answer)
     tmp = cache.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"key": key, "answer": answer}))
     tmp.replace(cache)   # a reader sees the old answer or the new one, never half of one
@@ -98,8 +102,8 @@ def installed_key(root: Path) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def _ask(python: Path) -> dict:
-    out = capture([str(python), "-c", _PROBE], error=ToolchainError)
+def _ask(python: Path, env: tuple[tuple[str, str], ...] = ()) -> dict:
+    out = capture([str(python), "-c", _PROBE], error=ToolchainError, env=dict(env))
     line = next((ln for ln in out.splitlines() if ln.startswith("CUFORGE-PROBE ")), None)
     if line is None:
         raise ToolchainError(f"{python} did not answer the environment probe")

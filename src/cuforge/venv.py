@@ -3,10 +3,8 @@ or an existing interpreter that already has torch (a user's env, the GPU machine
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
-import os
 import shutil
 import sys
 from dataclasses import dataclass, replace
@@ -14,12 +12,15 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from . import emulation, faults, hostcxx, platforms
+from . import emulation, faults, hostcxx
 from .combos import Combo
 from .errors import ToolchainError
+from .tools import find_uv
 from .runner import Step, run
-from .toolchain import Toolkit, assemble_pypi_toolkit, find_system_toolkit
+from .toolchain import Toolkit, assemble_pypi_toolkit, find_system_toolkit, pypi_toolkit_at
 from .torchinfo import TorchInfo, probe, probe_venv
+
+from .target import Target
 
 # What every combo env carries besides torch and the toolkit: the build front-ends.
 BUILD_TOOLS = ("pip", "setuptools>=70", "wheel", "ninja", "cmake>=3.28",
@@ -36,6 +37,7 @@ class ComboEnv:
     toolkit: Toolkit
     root: Path | None        # the venv directory, None for an existing interpreter
     reused: bool
+    target: Target           # where its code runs (cuforge.target): decided before it was made
 
     @property
     def python(self) -> Path:
@@ -84,54 +86,80 @@ def index_args(combo: Combo) -> list[str]:
     return index
 
 
-def creation_steps(state_dir: Path, combo: Combo, base_python: str) -> list[Step]:
+def creation_steps(state_dir: Path, combo: Combo, target: Target) -> list[Step]:
     """The uv commands that create (or update) a combo's venv; shown as-is by --dry-run."""
     root = env_dir(state_dir, combo)
+    env = target.step_env()   # uv runs the venv's Python: under emulation, the target's
     uv = find_uv()
     py = str(root / "bin" / "python")
     reqs = [*requirements(combo), *BUILD_TOOLS]
     index = index_args(combo)
     return [
-        Step((uv, "venv", "--seed", "--allow-existing", "--python", base_python, str(root)),
-             description=f"create the {combo.id} venv"),
-        Step((uv, "pip", "install", "--python", py, *index, *reqs),
+        Step((uv, "venv", "--seed", "--allow-existing", "--python", target.base_python,
+              str(root)), env, description=f"create the {combo.id} venv"),
+        Step((uv, "pip", "install", "--python", py, *index, *reqs), env,
              description=f"install torch {combo.torch}, the CUDA {combo.accel.cuda} toolkit and "
                          "build tools"),
     ]
 
 
-def prepare(state_dir: Path, combo: Combo, *, log: Path, verbose: bool = False,
-            emulator: emulation.Emulator | None = None) -> ComboEnv:
-    """Create or reuse the combo's environment and return it ready to build in. With an
-    ``emulator`` (a foreign-platform combo with ``emulate``: cuforge.emulation.for_combo) the
-    venv's Python is the target's, run by QEMU; this process's environment is set for it."""
-    platforms.require_native(combo.target, f"combo {combo.id}", emulate=combo.emulate)
+def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
+            verbose: bool = False) -> ComboEnv:
+    """Create or reuse the combo's environment and return it ready to build in, for
+    ``target`` (``cuforge.target.resolve``: under emulation the venv's Python is the
+    target's, run by QEMU)."""
     if combo.interpreter:
-        return _existing_interpreter(state_dir, combo)
-    if emulator is None and combo.emulate and combo.target.machine != platforms.host().machine:
-        raise ToolchainError(f"combo {combo.id} is emulated, but no emulator was given")
-    if emulator is not None:
-        emulation.activate(state_dir, emulator)
-        base_python = emulator.python(state_dir, combo.python)
+        return _existing_interpreter(state_dir, combo, target)
+    target.require_usable()
     root = env_dir(state_dir, combo)
     root.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root) + ".lock"):
         reused = is_ready(state_dir, combo)
         if not reused:
             _discard_half_created(root)
-            python = base_python if emulator is not None else find_python(combo.python)
-            for step in creation_steps(state_dir, combo, str(python)):
+            target.python()   # raises when that Python is not here, saying how to get it
+            for step in creation_steps(state_dir, combo, target):
                 run(step, log=log, stream=verbose, error=ToolchainError)
                 faults.point("env")
-        info = probe_venv(root)
+        info = probe_venv(root, env=target.step_env())
         _check_torch(info, combo)
-        toolkit = _toolkit(combo, info, root / "cuda")
-        if emulator is not None:
-            _native_tools(emulator, info, toolkit, root / "native-tools", log=log,
+        toolkit = _toolkit(combo, info, root / "cuda", target)
+        if target.emulator is not None:   # its compilers: this machine's build (emulation.toml)
+            _native_tools(target.emulator, info, toolkit, root / "native-tools", log=log,
                           verbose=verbose)
         if not reused:
             (root / STAMP).write_text(json.dumps(env_spec(combo), indent=1))
-    return ComboEnv(combo, info, toolkit, root, reused)
+    return ComboEnv(combo, info, toolkit, root, reused, target)
+
+
+def inspect(state_dir: Path, combo: Combo, target: Target) -> ComboEnv | None:
+    """The env as ``prepare`` would return it, read without creating, assembling or caching
+    anything (``--dry-run``); None when the venv does not exist yet."""
+    if combo.interpreter:
+        return _existing_interpreter(state_dir, combo, target, assemble=False)
+    if not is_ready(state_dir, combo):
+        return None
+    root = env_dir(state_dir, combo)
+    info = probe_venv(root, env=target.step_env(), remember=False)
+    _check_torch(info, combo)
+    toolkit = _toolkit(combo, info, root / "cuda", target, assemble=False)
+    return ComboEnv(combo, info, toolkit, root, True, target)
+
+
+def predicted(state_dir: Path, combo: Combo, target: Target) -> ComboEnv:
+    """The env ``creation_steps`` will make, before it exists (``--dry-run``): its paths, and
+    torch's facts as the combo names them (``torch_libs``: where its CUDA wheels put their
+    headers and libraries, per accelerator in envs/accels.toml)."""
+    root = env_dir(state_dir, combo)
+    site = root / "lib" / f"python{combo.python}" / "site-packages"
+    nvidia = [site / "nvidia" / d for d in combo.accel.torch_libs]
+    info = TorchInfo(python=root / "bin" / "python", py_version=combo.python, site_packages=site,
+                     machine=target.machine, torch=combo.torch, torch_full=combo.torch,
+                     cuda=str(combo.accel.cuda), cxx11_abi=True, torch_lib=site / "torch" / "lib",
+                     nvidia_include=tuple(d / "include" for d in nvidia),
+                     nvidia_lib=tuple(d / "lib" for d in nvidia))
+    toolkit = _toolkit(combo, info, root / "cuda", target, assemble=False)
+    return ComboEnv(combo, info, toolkit, root, False, target)
 
 
 def _native_tools(emulator: emulation.Emulator, info: TorchInfo, toolkit: Toolkit, dest: Path,
@@ -149,11 +177,6 @@ def _native_tools(emulator: emulation.Emulator, info: TorchInfo, toolkit: Toolki
     emulation.overlay_native_tools(emulator, dest, toolkit.root)
 
 
-def which(interpreter: str) -> str:
-    """A combo's ``interpreter`` (``python3`` or a path) as a path."""
-    return shutil.which(interpreter) or interpreter
-
-
 def _discard_half_created(root: Path) -> None:
     """The stamp is written last, so a venv without one was interrupted while being created or
     updated: start it afresh (uv hard-links from its cache, so this costs seconds)."""
@@ -166,15 +189,15 @@ def _discard_half_created(root: Path) -> None:
         shutil.rmtree(root)
 
 
-def check_interpreter(combo: Combo) -> TorchInfo:
+def check_interpreter(combo: Combo, target: Target) -> TorchInfo:
     """A combo's existing interpreter, probed: it must exist, be the combo's Python (the wheels
     are tagged with it) and import a torch built for the combo's CUDA; ToolchainError with
     the fix otherwise. What a build does first, and what doctor reports."""
-    python = which(combo.interpreter)
+    python = target.base_python
     if not Path(python).exists():
         raise ToolchainError(f"the combo's interpreter {combo.interpreter!r} does not exist",
                              hint="fix `interpreter` in envs/combos.toml or --interpreter")
-    info = probe(Path(python))
+    info = probe(Path(python), env=target.step_env())
     if not info.has_torch:
         raise ToolchainError(f"{python} cannot import torch ({info.torch_error})",
                              hint="install torch into that interpreter, or drop `interpreter` "
@@ -188,26 +211,35 @@ def check_interpreter(combo: Combo) -> TorchInfo:
     return info
 
 
-def _existing_interpreter(state_dir: Path, combo: Combo) -> ComboEnv:
-    info = check_interpreter(combo)
+def _existing_interpreter(state_dir: Path, combo: Combo, target: Target, *,
+                          assemble: bool = True) -> ComboEnv:
+    """The combo's own interpreter as an env; its torch decides the combo's (and so the
+    wheelhouse path), whatever the combo says."""
+    info = check_interpreter(combo, target)
     python = info.python
     if info.torch != combo.torch:   # the interpreter decides; the wheelhouse path follows it
         print(f"note: {python} has torch {info.torch}; building for that, not {combo.torch}",
               file=sys.stderr)
     _check_torch(info, combo, exact_torch=False)
     slot = hashlib.sha1(str(info.python).encode()).hexdigest()[:8]
-    toolkit = _toolkit(combo, info, state_dir / "toolkits" / slot)
-    return ComboEnv(combo, info, toolkit, None, True)
+    toolkit = _toolkit(combo, info, state_dir / "toolkits" / slot, target, assemble=assemble)
+    return ComboEnv(replace(combo, torch=info.torch), info, toolkit, None, True, target)
 
 
-def _toolkit(combo: Combo, info: TorchInfo, dest: Path) -> Toolkit:
+def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
+             assemble: bool = True) -> Toolkit:
+    """The env's toolkit; without ``assemble``, where it is (or will be) and its version, with
+    nothing written (``--dry-run``)."""
     if combo.toolkit == "system":
         toolkit = find_system_toolkit(combo.accel.cuda)
+    elif assemble:
+        toolkit = assemble_pypi_toolkit(info.site_packages, dest, target.machine)
     else:
-        toolkit = assemble_pypi_toolkit(info.site_packages, dest, info.machine)
+        toolkit = pypi_toolkit_at(dest, combo.accel.cuda)
     # Before anything compiles: a host compiler that links libstdc++ statically is replaced
     # (or refused with the fix) here, once per build.
-    host, note = hostcxx.choose(combo.host_cxx, combo.host_cc, combo.host_fallbacks)
+    host, note = hostcxx.choose(combo.host_cxx, combo.host_cc, combo.host_fallbacks,
+                                search=dict(target.step_env()).get("PATH"))
     if note:
         print(f"note: {note}", file=sys.stderr)
     return replace(toolkit, host=host)
@@ -225,37 +257,3 @@ def _check_torch(info: TorchInfo, combo: Combo, *, exact_torch: bool = True) -> 
             f", but the combo is {combo.accel.tag} (CUDA {want})",
             hint=f"set torch_index for {combo.accel.tag} in envs/accels.toml or envs/combos.toml to "
             "an index that has the matching CUDA build, then delete the env to recreate it")
-
-
-def find_uv() -> str:
-    try:
-        from uv import find_uv_bin
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        pass
-    if found := shutil.which("uv"):
-        return found
-    raise ToolchainError("uv is not installed", hint="pip install uv (or `pip install -e .`)")
-
-
-def find_python(version: str) -> Path:
-    """Python ``version`` from PATH, pyenv, or uv's managed Pythons, in that order."""
-    found = shutil.which(f"python{version}")
-    if found and "/shims/" not in found:   # pyenv shims fail for versions not selected
-        return Path(found)
-    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    for candidate in sorted(glob.glob(str(pyenv_root / "versions" / f"{version}.*" / "bin" /
-                                          f"python{version}")), reverse=True):
-        return Path(candidate)
-    try:
-        import subprocess
-        out = subprocess.run([find_uv(), "python", "find", version], capture_output=True,
-                             text=True)
-        if out.returncode == 0 and out.stdout.strip():
-            return Path(out.stdout.strip())
-    except ToolchainError:
-        pass
-    raise ToolchainError(f"Python {version} not found (not on PATH as python{version}, not in "
-                         f"pyenv, not managed by uv)",
-                         hint=f"install it: `uv python install {version}` or "
-                         f"`pyenv install {version}`")

@@ -8,13 +8,14 @@ from pathlib import Path
 
 from rich.text import Text
 
-from . import emulation, venv, wheelmeta
+from . import venv, wheelmeta
 from .combos import Combo
 from .console import duration, heartbeat, make_console, plural
 from .errors import ConfigError, VerifyError
 from .checks import smoke_script
 from .project import Project
 from .recipes import load_recipes
+from .target import resolve
 from .suites import CUDA_SUFFIX, UpstreamStage, dependency_roots, record_check, recipe_for
 from .wheelhouse import Wheelhouse
 
@@ -83,7 +84,8 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
                 result = CheckResult("smoke", "skipped", f"skipped: the {name} stack's "
                                      f"{', '.join(lacking)} not among the wheels")
             else:
-                result = check_smoke(env.python, script, roots)
+                result = check_smoke(env.python, script, roots,
+                                     env=dict(env.target.step_env()))
             out.append(WheelReport(script, f"model:{script.stem}",
                                    [CheckResult("smoke", result.status, result.detail)]))
     return out
@@ -98,14 +100,15 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     for path in paths:   # first: reading bytes, no env; a stale index fails what installs from it
         if path.is_dir() and has_index(path):
             verify_index(path)
-    env = venv.prepare(project.state_dir, combo, log=project.state_dir / "logs" / "verify.log",
-                       emulator=emulation.for_combo(project, combo))
+    env = venv.prepare(project.state_dir, combo, resolve(project, combo),
+                       log=project.state_dir / "logs" / "verify.log")
     from packaging.utils import canonicalize_name
     recipes = {canonicalize_name(name): r for name, r in load_recipes(project).items()}
     wheels = collect_wheels(paths, project.wheelhouse)
     by_package = {package_name(w): w for w in wheels}
     reports = []
-    suites = UpstreamStage(project, env.python, combo, tests_src or {}) if upstream_tests else None
+    suites = (UpstreamStage(project, env.python, combo, tests_src or {},
+                            run_env=env.target.step_env()) if upstream_tests else None)
     started, now = time.monotonic(), {"wheel": ""}
     beat = heartbeat(make_console(stderr=True), lambda: [
         f"verify: {now['wheel']} ({len(reports) + 1} of {len(wheels)}, "
@@ -115,7 +118,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
             now["wheel"] = wheel.name
             recipe = recipe_for(package_name(wheel), recipes)
             archs = combo.arches if arches_given else _requested_from_manifest(wheel) or combo.arches
-            ctx = context_from(env.info, archs)
+            ctx = context_from(env.info, archs, env.target.step_env())
             smoke = smoke_script(project, recipe) if recipe else None
             modules = list(recipe.modules) if recipe else None
             deps = dependency_roots(recipe, recipes, by_package, Path(tmp)) if recipe else []

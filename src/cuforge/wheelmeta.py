@@ -367,7 +367,8 @@ def _guard(wheel: Path, names: list[str], version: str, build: TorchBuild, accel
                              public, admitted_builds(torch_lines, public), build.label(accel))
 
 
-def torch_build(python: Path, fallback: str) -> TorchBuild:
+def torch_build(python: Path, fallback: str,
+                env: tuple[tuple[str, str], ...] = ()) -> TorchBuild:
     """The torch of an env as an index lists it: its *distribution* version (``2.14.1``, what a
     pin must name; ``torch.__version__`` says ``2.14.1+cu130`` for the same PyPI wheel) and
     its CUDA runtime requirement. ``fallback`` (its public part) serves when the metadata
@@ -377,7 +378,8 @@ def torch_build(python: Path, fallback: str) -> TorchBuild:
     code = ("import importlib.metadata as m, json; d = m.distribution('torch'); "
             "print(json.dumps([d.version, d.requires or []]))")
     try:
-        version, requires = json.loads(capture([str(python), "-c", code], error=VerifyError))
+        version, requires = json.loads(capture([str(python), "-c", code], error=VerifyError,
+                                               env=dict(env)))
     except (VerifyError, ValueError):
         return TorchBuild(fallback)
     return TorchBuild(version or fallback, cuda_runtime_lines(requires))

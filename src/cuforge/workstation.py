@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from rich.console import Console
 from rich.text import Text
 
-from . import venv
+from . import tools, venv
 from .checkoutreqs import CheckoutRequirement, IndexOptions, constraints, parse_requirements_file
 from .combos import Combo
 from .console import duration, heartbeat, make_console, verdict_line
@@ -35,6 +35,7 @@ from .errors import BuildError, ConfigError, ToolchainError, VerifyError
 from .project import Project
 from .recipes import Recipe, load_recipes, build_order
 from .runner import Step, capture, run
+from .target import Target, resolve
 from .stacks import Stack, env_file_text, load_stack
 from .wheelhouse import Entry, Status, Wheelhouse
 
@@ -71,6 +72,7 @@ class Setup:
     missing: tuple[str, ...]             # no usable wheel in the wheelhouse yet
     house: Wheelhouse
     required: frozenset[str]             # the non-optional packages and their dependencies
+    target: Target                       # where the combo's code runs (cuforge.target)
 
 
 def env_file(venv_dir: Path, stack: str) -> Path:
@@ -83,7 +85,8 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         raise ConfigError(f"no checkout at {req.checkout}",
                           hint="pass --checkout PATH to your clone (e.g. git clone "
                                "https://github.com/Anttwo/MILo)")
-    p = decide(project, req)
+    target = resolve(project, req.combo)   # once: the build and the venv read it
+    p = decide(project, req, target)
     if req.dry_run:
         print_setup(project, req, p, out)
         return 0
@@ -97,9 +100,9 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     with heartbeat(out, running):
         if p.to_build:
             _build(project, req, p, out)
-            p = decide(project, req)          # the wheelhouse changed
+            p = decide(project, req, target)          # the wheelhouse changed
         now["step"] = f"the venv {req.venv} with torch {p.combo.torch}"
-        python = _venv_with_torch(req, p.combo, out)
+        python = _venv_with_torch(req, p.combo, p.target, out)
         now["step"] = f"installing the {p.stack.name} wheels"
         held = _install_wheels(python, p, out, req.index)
         now["step"] = "installing the checkout's requirements"
@@ -123,7 +126,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
 
 
 # -- what setup will do ---------------------------------------------------------------------
-def decide(project: Project, req: SetupRequest) -> Setup:
+def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
     from .plan import wheel_dir
     stack = load_stack(project, req.stack)
     recipes = load_recipes(project)
@@ -135,7 +138,7 @@ def decide(project: Project, req: SetupRequest) -> Setup:
     required = frozenset(r.name for r in build_order(recipes, list(stack.packages)))
     combo = req.combo
     if combo.interpreter:   # its torch decides the wheelhouse, as in a build
-        combo = replace(combo, torch=installed_torch(venv.which(combo.interpreter)))
+        combo = replace(combo, torch=installed_torch(target.base_python))
     house = Wheelhouse(wheel_dir(project, combo))
     latest = house.latest()
     missing = tuple(r.name for r in order if not _usable(house, latest.get(r.name)))
@@ -143,7 +146,7 @@ def decide(project: Project, req: SetupRequest) -> Setup:
     to_build = () if req.no_build else tuple(
         n for n in (*stack.packages, *stack.optional)
         if req.rebuild or n in required or not _failed(latest.get(n)))
-    return Setup(stack, combo, tuple(order), to_build, missing, house, required)
+    return Setup(stack, combo, tuple(order), to_build, missing, house, required, target)
 
 
 def _usable(house: Wheelhouse, entry: Entry | None) -> bool:
@@ -201,7 +204,8 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
                    f"{', '.join(p.missing) or 'none'})"))
     # keep going: an optional package's failure must not stop the others
-    outcome = build(project, BuildRequest(combo=p.combo, packages=p.to_build, jobs=req.jobs,
+    outcome = build(project, BuildRequest(combo=p.combo, target=p.target,
+                                          packages=p.to_build, jobs=req.jobs,
                                           rebuild=req.rebuild, keep_going=True,
                                           src_overrides=req.src_overrides,
                                           team_wheels=req.team_wheels))
@@ -214,7 +218,7 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
 
 def _uv_or_none() -> str | None:
     try:
-        return venv.find_uv()
+        return tools.find_uv()
     except ToolchainError:
         return None
 
@@ -230,25 +234,23 @@ def _pip_install(python: Path, base: str, *args: str) -> tuple[str, ...]:
             "--disable-pip-version-check", *swapped)
 
 
-def _base_python(combo: Combo) -> str:
-    return venv.which(combo.interpreter) if combo.interpreter else str(venv.find_python(combo.python))
-
-
-def _venv_with_torch(req: SetupRequest, combo: Combo, out: Console) -> Path:
+def _venv_with_torch(req: SetupRequest, combo: Combo, target: Target, out: Console) -> Path:
     """Create (or reuse) the venv; give it the combo's torch: installed by uv, or for a combo
     with its own interpreter (the GPU machine, no network) visible through a .pth file.
-    Without uv (only possible with such an interpreter) the stdlib's venv makes it."""
+    Without uv (only possible with such an interpreter) the stdlib's venv makes it. Under
+    emulation the venv's Python is the target's (``target.base_python``)."""
     uv = _uv_or_none()
-    base = _base_python(combo)
+    base = target.python()
+    env = target.step_env()
     reused = (req.venv / "pyvenv.cfg").exists()
     if uv:
         # no --seed: seeding pip needs an index, and the GPU machine has no network
-        run(Step((uv, "venv", "--allow-existing", "--python", base, str(req.venv)),
+        run(Step((uv, "venv", "--allow-existing", "--python", base, str(req.venv)), env,
                  description=f"create the venv {req.venv}"))
     elif not combo.interpreter:
-        venv.find_uv()          # raises: installing the combo's torch needs uv
+        tools.find_uv()          # raises: installing the combo's torch needs uv
     elif not reused:
-        run(Step((base, "-m", "venv", "--without-pip", str(req.venv)),
+        run(Step((base, "-m", "venv", "--without-pip", str(req.venv)), env,
                  description=f"create the venv {req.venv} (no uv here: python -m venv)"))
     python = req.venv / "bin" / "python"
     if combo.interpreter:
@@ -256,7 +258,7 @@ def _venv_with_torch(req: SetupRequest, combo: Combo, out: Console) -> Path:
         what = f"torch from {base}"
     else:
         run(Step((uv, "pip", "install", "--python", str(python), *venv.index_args(combo),
-                  f"torch=={combo.torch}"), description=f"install torch {combo.torch}"))
+                  f"torch=={combo.torch}"), env, description=f"install torch {combo.torch}"))
         what = f"torch {combo.torch}"
     out.print(Text(f"venv {'reused' if reused else 'created'}: {req.venv} ({what})"))
     return python
@@ -301,22 +303,22 @@ def _install_wheels(python: Path, p: Setup, out: Console, index: IndexOptions) -
     then those of their runtime requirements the venv does not already see, torch left out.
     Returns the constraint lines that hold torch and these wheels from now on."""
     from .wheelmeta import wheel_requirements
-    base = _base_python(p.combo)
+    base, env = p.target.python(), p.target.step_env()
     pairs, left_out = installable(p)
     wheels = [w for _, w in pairs]
     ours = {canonicalize_name(w.name.split("-")[0]) for w in wheels} | {"torch"}
     wanted = {req for w in wheels for req in wheel_requirements(w)
               if canonicalize_name(Requirement(req).name) not in ours}
-    run(Step(_pip_install(python, base, "--no-deps", "--reinstall", *map(str, wheels)),
+    run(Step(_pip_install(python, base, "--no-deps", "--reinstall", *map(str, wheels)), env,
              description=f"install the {p.stack.name} wheels"))
-    held = constraints([("torch", dist_version(python, "torch")),
+    held = constraints([("torch", dist_version(python, "torch", env)),
                         *(_name_version(w) for w in wheels)])
-    extra = sorted(missing_requirements(python, wanted))
+    extra = sorted(missing_requirements(python, wanted, env))
     if extra:
         with tempfile.TemporaryDirectory(prefix="cuforge-held-") as tmp:
             cfile = Path(tmp) / "constraints.txt"
             cfile.write_text("".join(f"{line}\n" for line in held))
-            run(Step(_pip_install(python, base, "-c", str(cfile), *index.args(), *extra),
+            run(Step(_pip_install(python, base, "-c", str(cfile), *index.args(), *extra), env,
                      description="their runtime requirements"))
     out.print(Text(f"installed {len(wheels)} wheels from {p.house.dir}"
                    + (f" (+ {', '.join(extra)})" if extra else "")))
@@ -330,10 +332,10 @@ def _name_version(wheel: Path) -> tuple[str, str]:
     return str(name), str(version)
 
 
-def dist_version(python: Path, name: str) -> str:
+def dist_version(python: Path, name: str, env: tuple[tuple[str, str], ...] = ()) -> str:
     """The full version (local label included) of distribution ``name`` seen by ``python``."""
     code = f"from importlib.metadata import version; print(version({name!r}))"
-    return capture([str(python), "-c", code], error=ToolchainError).strip()
+    return capture([str(python), "-c", code], error=ToolchainError, env=dict(env)).strip()
 
 
 def checkout_requirements(stack: Stack, checkout: Path) -> list[CheckoutRequirement]:
@@ -354,7 +356,7 @@ def _install_checkout_requirements(python: Path, p: Setup, req: SetupRequest, he
     reqs = checkout_requirements(p.stack, req.checkout)
     if not reqs:
         return []
-    base = _base_python(p.combo)
+    base = p.target.python()
     out.print(Text(f"the checkout's requirements ({len(reqs)}), held: {' '.join(held)}"))
     if p.combo.interpreter:   # pip counts the .pth-linked torch as installed; uv would not
         def installer(*a: str) -> tuple[str, ...]:
@@ -364,7 +366,7 @@ def _install_checkout_requirements(python: Path, p: Setup, req: SetupRequest, he
         def installer(*a: str) -> tuple[str, ...]:
             return _pip_install(python, base, *a)
     got = install(installer, reqs, held, req.index,
-                  torch_version=lambda: dist_version(python, "torch"),
+                  torch_version=lambda: dist_version(python, "torch", p.target.step_env()),
                   python=p.combo.python, platform=p.combo.target.name)
     out.print(Text(f"installed the checkout's requirements: "
                    f"{', '.join(r.spec for r in got.installed) or 'none'}"
@@ -399,14 +401,16 @@ def _print_requirements(req: SetupRequest, p: Setup, out: Console) -> None:
                        "own PIP_*/UV_* settings)"))
 
 
-def missing_requirements(python: Path, reqs: set[str]) -> list[str]:
+def missing_requirements(python: Path, reqs: set[str],
+                         env: tuple[tuple[str, str], ...] = ()) -> list[str]:
     """``reqs`` that no distribution visible to ``python`` satisfies. Visible includes what a
     .pth adds (the combo interpreter's packages), which uv alone would not count: so an
     offline machine is never sent to an index for numpy it already has."""
     import json
     code = ("import json, importlib.metadata as m; print(json.dumps({d.metadata['Name']: "
             "d.version for d in m.distributions() if d.metadata['Name']}))")
-    have = {canonicalize_name(k): v for k, v in json.loads(capture([str(python), "-c", code])).items()}
+    answer = capture([str(python), "-c", code], env=dict(env))
+    have = {canonicalize_name(k): v for k, v in json.loads(answer).items()}
     missing = []
     for text in reqs:
         req = Requirement(text)
@@ -506,9 +510,10 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
     from .verify.report import CheckResult
     from .verify.smoke import run_smoke
     modules = stack_modules(p)
+    runs_with = dict(p.target.step_env())   # what the venv's Python needs (emulation)
     with _environ({v.name: v.value for v in p.stack.env}):
         outcome = run_python(python, ["-c", _STAGE.format(load_module=LOAD_MODULE, mark=MARK,
-                                                         modules=modules)])
+                                                         modules=modules)], env=runs_with)
         imported = interpret(outcome, timeout=300)
         results = {"import": imported if imported.status == "fail" else
                    CheckResult("import", "pass", f"torch + {len(modules)} modules together")}
@@ -522,7 +527,7 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
                 f"False in {python}); run `cuforge setup {p.stack.name}` again on the GPU machine")
         else:
             ran = run_smoke(python, project.root / p.stack.checkout_model, [],
-                            args=[str(checkout.resolve())], timeout=900)
+                            args=[str(checkout.resolve())], timeout=900, env=runs_with)
             results["checkout model"] = CheckResult("checkout model", ran.status,
                                                     f"{ran.detail} on {gpu}")
     summary = {name: r.detail if r.detail.startswith(r.status) else

@@ -26,7 +26,7 @@ import pytest
 from cuforge.errors import VerifyError
 from cuforge.index import scan, write_indexes
 from cuforge.wheelmeta import torch_requirement
-from cuforge.venv import find_uv
+from cuforge.tools import find_uv
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 PYPI = "https://pypi.org/simple/"   # torch's usual index for cu130

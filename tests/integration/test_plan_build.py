@@ -147,3 +147,89 @@ def test_keys_decide_what_is_rebuilt(project, tmp_path):
     # 9.0 -> 9.0;12.0: tinya knows only 9.0 (same mapped list), tinyb takes the new list
     _, ran = _cuforge(project, "--cuda-arch", "9.0;12.0")
     assert _built(ran) == ["tinyb"]
+
+
+# -- the dry run is the plan: its wheel dir and keys are the build's, and it writes nothing ----
+
+def _dry_plan(text: str) -> tuple[str, dict[str, str]]:
+    """(wheel dir, {package: key}) as a dry run prints them."""
+    wheel_dir = next(ln.removeprefix("# wheel dir: ") for ln in text.splitlines()
+                     if ln.startswith("# wheel dir: "))
+    keys, name = {}, None
+    for line in text.splitlines():
+        if line.startswith("# ---- "):
+            name = line.split()[2]
+        elif line.startswith("# key ") and name:
+            keys[name] = line.removeprefix("# key ")
+    return wheel_dir, keys
+
+
+def _snapshot(proj: Path) -> dict[str, int]:
+    """Every file under the project's state (and the top of each linked combo env, where the
+    probe cache and the toolkit marker live) with its mtime: what a dry run must not touch."""
+    seen = {}
+    for where, dirs, files in os.walk(proj / ".state"):
+        for name in files + [d for d in dirs if (Path(where) / d).is_symlink()]:
+            path = Path(where) / name
+            seen[str(path)] = path.lstat().st_mtime_ns
+            if path.is_symlink() and path.is_dir():   # a linked env: its top level
+                for child in path.iterdir():
+                    seen[str(child)] = child.lstat().st_mtime_ns
+    return seen
+
+
+def _manifest_keys(wheel_dir: str) -> dict[str, str]:
+    lines = (Path(wheel_dir) / "manifest.jsonl").read_text().splitlines()
+    return {e["package"]: e["plan_key"] for e in map(json.loads, lines)}
+
+
+def test_the_dry_run_prints_the_wheel_dir_and_keys_the_build_uses(project):
+    before = _snapshot(project)
+    dry, _ = _cuforge(project, "--dry-run")
+    assert _snapshot(project) == before                 # wrote nothing, not even a cache
+    wheel_dir, keys = _dry_plan(dry.stdout)
+    assert wheel_dir.endswith("cu130/torch2.14.1-cp311") and set(keys) == {"tinya", "tinyb"}
+    _cuforge(project)
+    assert _manifest_keys(wheel_dir) == keys
+
+
+def test_an_interpreter_combo_plans_for_its_own_torch(project, tmp_path):
+    """A stub interpreter (a script that runs the combo env's Python) whose torch, 2.14.1, is
+    not the one asked for: the dry run names the wheel dir and keys of that torch's build."""
+    real = next((ROOT / ".cuforge" / "envs").glob("3.11-cu130-*/bin/python"))
+    stub = tmp_path / "stub-python"
+    stub.write_text(f'#!/bin/sh\nexec {shlex.quote(str(real))} "$@"\n')
+    stub.chmod(0o755)
+    own = ("--interpreter", str(stub), "--torch", "2.13.0")
+    before = _snapshot(project)
+    dry, _ = _cuforge(project, *own, "--dry-run")
+    assert _snapshot(project) == before                 # no toolkit assembled, nothing cached
+    wheel_dir, keys = _dry_plan(dry.stdout)
+    assert wheel_dir.endswith("torch2.14.1-cp311"), dry.stdout   # its own torch, not 2.13.0
+    _cuforge(project, *own)
+    assert _manifest_keys(wheel_dir) == keys
+
+
+def test_an_emulated_plan_carries_the_emulation_in_every_step(project):
+    """spark-emulated, plan only (its env needs `cuforge emulation setup` and ~90 s of QEMU):
+    the emulation's variables are in each build command's environment, so in its key."""
+    if shutil.which("aarch64-linux-gnu-g++") is None:
+        pytest.skip("no aarch64 cross compiler here (g++-aarch64-linux-gnu)")
+    before = _snapshot(project)
+    env = {**os.environ, "CUFORGE_ROOT": str(project), "CUFORGE_STATE": str(project / ".state"),
+           "CUFORGE_WHEELHOUSE": str(project / "wh"), "COLUMNS": "200"}
+    dry = subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "spark-emulated",
+                          "--only", "tinya,tinyb", "--dry-run"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert _snapshot(project) == before
+    wheel_dir, keys = _dry_plan(dry.stdout)
+    assert wheel_dir.endswith("linux-aarch64/cu130/torch2.14.1-cp311")
+    builds = [c for c in _dry_run_commands(dry.stdout) if "cuforge.builders.pep517" in c["argv"]]
+    assert len(builds) == 1 and set(keys) == {"tinya", "tinyb"}   # tinya knows only 9.0: skipped
+    root = project / ".state" / "emulation" / "linux-aarch64" / "root"
+    for build in builds:
+        assert build["env"]["QEMU_LD_PREFIX"] == str(root)
+        assert build["env"]["NVCC_PREPEND_FLAGS"] == "-target-dir sbsa-linux"
+        # the sysroot compiler wrappers right after the env's own bin/
+        assert build["env"]["PATH"].split(os.pathsep)[1] == str(root.parent / "bin")

@@ -26,7 +26,7 @@ import verify_builders as vb  # noqa: E402
 
 from cuforge import wheelmeta  # noqa: E402
 from cuforge.index import write_indexes  # noqa: E402
-from cuforge.venv import find_uv  # noqa: E402
+from cuforge.tools import find_uv  # noqa: E402
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 TAG = "cp311-cp311-linux_x86_64"

@@ -11,6 +11,7 @@ import pytest
 
 from cuforge import compiler_cache as cc
 from cuforge.builders import cmake, setuptools
+from cuforge.runner import Step, run
 from cuforge.errors import ConfigError
 
 
@@ -100,25 +101,29 @@ def _job(tmp_path: Path, kind: str = "setuptools", **kw):
 
 def test_setuptools_launchers(tmp_path):
     job_env = {"CUDACXX": "/cuda/bin/nvcc", "CXX": "ccache g++", "CC": "gcc"}
-    env = setuptools.launcher_env(_job(tmp_path, cache=_active(tmp_path)), job_env)
+    env, scripts = setuptools.launcher_env(_job(tmp_path, cache=_active(tmp_path)), job_env)
     assert env["PYTORCH_NVCC"] == "/opt/sccache /cuda/bin/nvcc"
     assert env["TORCH_NO_COMPILER_WRAPPER"] == "1" and env["SCCACHE_SERVER_PORT"] == "42001"
     assert "CC" not in env   # torch passes CC to nvcc as -ccbin: sccache inside sccache
     # the combo's host compiler (hostcxx) is what runs behind the launcher
     script = Path(env["CXX"])
+    assert scripts[0][0] == script and not script.exists()   # planned: written when it runs
+    run(Step(("true",), scripts=scripts))
     assert script.name == "g++" and os.access(script, os.X_OK)
     assert "exec /opt/sccache /usr/bin/g++ \"$@\"" in script.read_text()   # ccache replaced
-    assert setuptools.launcher_env(_job(tmp_path), job_env) == {"TORCH_NO_COMPILER_WRAPPER": "1"}
+    assert setuptools.launcher_env(_job(tmp_path), job_env) == (
+        {"TORCH_NO_COMPILER_WRAPPER": "1"}, ())
 
 
 def test_a_compile_slot_goes_in_front_of_the_cache_on_both_build_paths(tmp_path):
     slot = tmp_path / "slots" / "take-slot"
     job_env = {"CUDACXX": "/cuda/bin/nvcc", "CXX": "g++"}
-    env = setuptools.launcher_env(_job(tmp_path, cache=_active(tmp_path), slots=slot), job_env)
+    env, scripts = setuptools.launcher_env(_job(tmp_path, cache=_active(tmp_path), slots=slot),
+                                           job_env)
     assert env["PYTORCH_NVCC"] == f"{slot} /opt/sccache /cuda/bin/nvcc"
-    assert f'exec {slot} /opt/sccache /usr/bin/g++ "$@"' in Path(env["CXX"]).read_text()
+    assert f'exec {slot} /opt/sccache /usr/bin/g++ "$@"' in scripts[0][1]
     # no cache: the slot alone, its CXX script beside the slot script
-    env = setuptools.launcher_env(_job(tmp_path, slots=slot), job_env)
+    env, _ = setuptools.launcher_env(_job(tmp_path, slots=slot), job_env)
     assert env["PYTORCH_NVCC"] == f"{slot} /cuda/bin/nvcc"
     assert Path(env["CXX"]).is_relative_to(slot.parent / "launchers")
     (step,) = cmake.steps(_job(tmp_path, "cmake", cache=_active(tmp_path), slots=slot))

@@ -11,7 +11,7 @@ from cuforge import platforms
 from cuforge.combos import load_combos
 from cuforge.errors import ConfigError
 from cuforge.project import find_project
-from cuforge.venv import prepare
+from cuforge.target import resolve
 
 
 def _other_platform() -> platforms.Platform:
@@ -57,12 +57,14 @@ def test_require_native_refuses_another_machine():
     platforms.require_native(other, "combo z", emulate=True)   # asked for: allowed
 
 
-def test_env_creation_refuses_another_platform(tmp_path):
+def test_the_target_refuses_another_platform(tmp_path):
     other = _other_platform()
-    combo = next(c for c in load_combos(find_project()) if c.target.machine == other.machine)
+    project = find_project()
+    combo = next(c for c in load_combos(project) if c.target.machine == other.machine
+                 and not c.emulate)
     with pytest.raises(ConfigError, match="does not cross-compile"):
-        prepare(tmp_path, combo, log=tmp_path / "env.log")
-    assert not (tmp_path / "envs").exists()   # nothing created
+        resolve(project, combo)   # decided once, before any env is made
+    assert not (project.state_dir / "envs" / combo.env_id).exists()   # nothing created
 
 
 @pytest.mark.skipif(platforms.host().machine == "aarch64", reason="this machine builds aarch64")

@@ -60,7 +60,10 @@ def test_append_gencode_reaches_every_nvcc_call_with_the_compiler_cache_off():
     combo = _combo("12.0;12.1+PTX")
     info = TorchInfo(python=Path("/x/bin/python"), py_version="3.12", site_packages=Path("/x"),
                      machine="x86_64", torch="2.14.1", cuda="13.0")
-    env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True)
+    from cuforge.project import find_project
+    from cuforge.target import resolve
+    env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True,
+                   resolve(find_project(), combo))
     recipe = _recipe("ptx")
     plain = dict(job_env(env, recipe, combo.arches, 2))
     assert plain["NVCC_APPEND_FLAGS"] == "-t 2" and "TORCH_NO_COMPILER_WRAPPER" not in plain

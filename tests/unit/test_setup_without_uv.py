@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from cuforge import venv, workstation
+from cuforge import tools, workstation
 from cuforge.errors import ToolchainError
 
 
@@ -17,7 +17,7 @@ def no_uv():
 
 
 def test_install_command_falls_back_to_pip(monkeypatch, tmp_path):
-    monkeypatch.setattr(venv, "find_uv", no_uv)
+    monkeypatch.setattr(tools, "find_uv", no_uv)
     cmd = workstation._pip_install(tmp_path / "bin" / "python", sys.executable, "--no-deps",
                                    "--reinstall", "x.whl")
     assert cmd[:5] == (sys.executable, "-m", "pip", "--python", str(tmp_path / "bin" / "python"))
@@ -25,7 +25,7 @@ def test_install_command_falls_back_to_pip(monkeypatch, tmp_path):
 
 
 def test_pip_fallback_installs_into_a_stdlib_venv(monkeypatch, tmp_path):
-    monkeypatch.setattr(venv, "find_uv", no_uv)
+    monkeypatch.setattr(tools, "find_uv", no_uv)
     target = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
     wheel = tmp_path / "tinymod-1.0-py3-none-any.whl"

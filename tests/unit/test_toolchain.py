@@ -55,7 +55,7 @@ def test_assembled_toolkit_is_left_alone_when_unchanged(tmp_path):
 
 def test_python_lookup_and_a_missing_one(monkeypatch):
     from cuforge.errors import ToolchainError
-    from cuforge.venv import find_python
+    from cuforge.tools import find_python
     found = find_python("3.11")                      # PATH or pyenv on this machine
     assert found.name.startswith("python3.11") and "/shims/" not in str(found)
     monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")

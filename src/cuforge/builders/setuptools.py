@@ -25,29 +25,38 @@ def steps(job) -> list[Step]:
     theirs = dict(job.env).get("PYTHONPATH") or os.environ.get("PYTHONPATH")
     path = os.pathsep.join(p for p in (str(SHIM), theirs) if p)
     env = {**dict(job.env), "PYTHONPATH": path}
-    env.update(launcher_env(job, env))
+    launchers, scripts = launcher_env(job, env)
+    env.update(launchers)
     return [Step(tuple(argv), tuple(sorted(env.items())),
-                 description=f"build {job.recipe.name} (setuptools)")]
+                 description=f"build {job.recipe.name} (setuptools)", scripts=scripts)]
 
 
-def launcher_env(job, env: dict[str, str]) -> dict[str, str]:
+def launcher_env(job, env: dict[str, str]
+                 ) -> tuple[dict[str, str], tuple[tuple[Path, str], ...]]:
     """The job's launchers (a compile slot, sccache) in front of torch's two compilers:
     ``PYTORCH_NVCC`` for nvcc, and ``CXX`` as a launcher script (torch's ninja rules quote CXX as
     one word). ``CC`` stays: torch passes it to nvcc as ``-ccbin``, which would put a launcher
     inside nvcc's own steps. Torch's own wrapping (>= 2.14, whatever ccache is on PATH) is
-    always off: no cache, or ours."""
+    always off: no cache, or ours. Also returns the launcher script to write (path, text)."""
     out = {"TORCH_NO_COMPILER_WRAPPER": "1"}
     if job.cache is not None:
         out.update(dict(job.cache.env))
     prefix = job.launchers()
-    if prefix:
-        out["PYTORCH_NVCC"] = shlex.join([*prefix, env.get("CUDACXX", "nvcc")])
-        out["CXX"] = str(cxx_launcher(prefix, job.launcher_dir(),
-                                      env.get("CXX") or os.environ.get("CXX", "")))
-    return out
+    if not prefix:
+        return out, ()
+    out["PYTORCH_NVCC"] = shlex.join([*prefix, env.get("CUDACXX", "nvcc")])
+    script = cxx_launcher_script(prefix, job.launcher_dir(),
+                                 env.get("CXX") or os.environ.get("CXX", ""))
+    out["CXX"] = str(script[0])
+    return out, (script,)
 
 
 def cxx_launcher(prefix: list[str], where: Path, cxx: str) -> Path:
+    """``cxx_launcher_script``, written."""
+    return write_script(*cxx_launcher_script(prefix, where, cxx))
+
+
+def cxx_launcher_script(prefix: list[str], where: Path, cxx: str) -> tuple[Path, str]:
     """``<where>/<hash>/<name of the real C++ compiler>``: a script that runs ``cxx`` (the
     combo's host compiler) behind ``prefix`` (a slot, sccache). Named like the compiler, so
     torch's compiler check sees the same name as without it."""
@@ -58,4 +67,4 @@ def cxx_launcher(prefix: list[str], where: Path, cxx: str) -> Path:
     command = shlex.join([*prefix, real, *words[1:]])
     key = hashlib.sha256(command.encode()).hexdigest()[:12]
     text = f'#!/bin/sh\n# cuforge: the C++ compiler behind its launchers\nexec {command} "$@"\n'
-    return write_script(where / key / Path(real).name, text)
+    return where / key / Path(real).name, text

@@ -39,12 +39,14 @@ __all__ = [
     "render_table", "reports_to_json", "require_ok", "verify_wheel",
 ]
 
-def context_from(info: TorchInfo, requested: ArchList | None = None) -> VerifyContext:
+def context_from(info: TorchInfo, requested: ArchList | None = None,
+                 env: tuple[tuple[str, str], ...] = ()) -> VerifyContext:
     """The checks' view of an interpreter already probed by ``cuforge.torchinfo.probe``: the
     build pipeline passes the combo env's info, so verification asks nothing twice."""
     lib_dirs = (info.torch_lib, *info.nvidia_lib) if info.torch_lib else info.nvidia_lib
     return VerifyContext(python=info.python, torch_version=info.torch, torch_cuda=info.cuda,
-                         cxx11_abi=info.cxx11_abi, lib_dirs=tuple(lib_dirs), requested=requested)
+                         cxx11_abi=info.cxx11_abi, lib_dirs=tuple(lib_dirs), requested=requested,
+                         env=env)
 
 
 def probe_context(python: Path, requested: ArchList | None = None) -> VerifyContext:
@@ -87,7 +89,7 @@ def _per_so(check: str, sos: list[Path], root: Path, run) -> CheckResult:
 def _elf_checks(root: Path, sos: list[Path], ctx: VerifyContext) -> list[CheckResult]:
     """Checks 1-3: ELF reading only."""
     dirs = (*ctx.lib_dirs, *wheel_lib_dirs(sos))
-    with LibrarySet(dirs) as libs:
+    with LibrarySet(dirs, sysroot=dict(ctx.env).get("QEMU_LD_PREFIX", "")) as libs:
         results = [
             _per_so("abi", sos, root, lambda so: check_abi(so, ctx.cxx11_abi)),
             _per_so("symbols", sos, root, lambda so: check_symbols(so, libs, python=ctx.python)),
@@ -134,8 +136,10 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
         # every spconv build. A smoke beside an import that fails is run for nothing; its
         # result is then not reported (the report fails already).
         importing = pool.submit(check_import, ctx.python, paths,
-                                modules or default_modules(root), timeout=timeout)
-        smoking = pool.submit(_smoke, ctx.python, smoke, paths, root, sos, timeout) \
+                                modules or default_modules(root), timeout=timeout,
+                                env=dict(ctx.env))
+        smoking = pool.submit(_smoke, ctx.python, smoke, paths, root, sos, timeout,
+                              dict(ctx.env)) \
             if smoke is not None else None
         results = _elf_checks(root, sos, ctx)
         imported = importing.result()
@@ -150,8 +154,9 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
 
 
 def _smoke(python: Path, smoke: SmokeScript, paths: list[Path], root: Path, sos: list[Path],
-           timeout: float) -> CheckResult:
-    return check_smoke(python, smoke, paths, fatbins=_fatbins(root, sos), timeout=timeout)
+           timeout: float, env: dict[str, str]) -> CheckResult:
+    return check_smoke(python, smoke, paths, fatbins=_fatbins(root, sos), timeout=timeout,
+                       env=env)
 
 
 def require_ok(reports: Iterable[WheelReport]) -> None:

@@ -13,7 +13,7 @@ False
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -76,7 +76,8 @@ def interpret(outcome: Outcome, *, timeout: float, check: str = "import") -> Che
 
 
 def check_import(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
-                 import_torch: bool = True, timeout: float = 300) -> CheckResult:
+                 import_torch: bool = True, timeout: float = 300,
+                 env: Mapping[str, str] | None = None) -> CheckResult:
     """Import ``modules`` (after torch) in a subprocess of ``python`` with ``paths`` first on
     ``sys.path``. Fails on a traceback (its last line is the summary), a signal
     ("crashed with SIGSEGV while importing pkg._C") or a timeout."""
@@ -84,15 +85,17 @@ def check_import(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
         return CheckResult("import", "skipped", "skipped: the wheel has no importable module")
     if not import_torch:
         outcome = run_python(python, ["-c", _script(modules, import_torch=False)], paths=paths,
-                             timeout=timeout)
+                             timeout=timeout, env=env)
         result = interpret(outcome, timeout=timeout)
         return CheckResult("import", "pass", f"imported {', '.join(modules)}") \
             if result.status == "pass" else result
     # Both imports at once: each is an interpreter loading torch or the wheel's libraries
     # (seconds for spconv), and the second only matters once the first passed.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        first = pool.submit(_import, python, paths, modules, with_torch=True, timeout=timeout)
-        alone = pool.submit(_import, python, paths, modules, with_torch=False, timeout=timeout)
+        first = pool.submit(_import, python, paths, modules, with_torch=True, timeout=timeout,
+                            env=env)
+        alone = pool.submit(_import, python, paths, modules, with_torch=False, timeout=timeout,
+                            env=env)
         result = interpret(first.result(), timeout=timeout)
         if result.status != "pass":
             return result
@@ -100,10 +103,10 @@ def check_import(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
 
 
 def _import(python: Path, paths: Sequence[Path], modules: Sequence[str], *, with_torch: bool,
-            timeout: float) -> Outcome:
+            timeout: float, env: Mapping[str, str] | None = None) -> Outcome:
     """One import run. Without torch, also without LD_LIBRARY_PATH: as in a fresh venv."""
     return run_python(python, ["-c", _script(modules, import_torch=with_torch)], paths=paths,
-                      timeout=timeout, plain_loader=not with_torch)
+                      timeout=timeout, plain_loader=not with_torch, env=env)
 
 
 # Sonames torch's own libraries carry: a torch extension needs `import torch` first by design.

@@ -93,6 +93,7 @@ class VerifyContext:
     cxx11_abi: bool
     lib_dirs: tuple[Path, ...] = ()
     requested: ArchList | None = None
+    env: tuple[tuple[str, str], ...] = ()   # what ``python`` needs to run (emulation's variables)
 
 
 def worst(statuses: Iterable[Status]) -> Status:

@@ -10,7 +10,7 @@ dependency shows up in the import check, with its name.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -30,12 +30,14 @@ print("cuforge-versions:" + json.dumps({name: installed(name) for name in sys.ar
 """
 
 
-def installed_versions(python: Path, names: Sequence[str], paths: Sequence[Path] = ()
+def installed_versions(python: Path, names: Sequence[str], paths: Sequence[Path] = (),
+                       env: Mapping[str, str] | None = None
                        ) -> dict[str, str | None]:
     """``{name: version or None}`` as ``python`` (with ``paths`` first on sys.path) sees them.
     An interpreter that cannot answer reports every name as missing."""
     try:
-        outcome = run_python(python, ["-c", _VERSIONS, *names], paths=paths, timeout=120)
+        outcome = run_python(python, ["-c", _VERSIONS, *names], paths=paths, timeout=120,
+                             env=env)
     except OSError:   # no such interpreter: pip, run next, names the problem
         return dict.fromkeys(names)
     line = next((ln for ln in outcome.stdout.splitlines() if ln.startswith("cuforge-versions:")),
@@ -44,7 +46,8 @@ def installed_versions(python: Path, names: Sequence[str], paths: Sequence[Path]
     return {name: found.get(name) for name in names}
 
 
-def unmet(python: Path, requirements: Sequence[str], paths: Sequence[Path] = ()) -> list[str]:
+def unmet(python: Path, requirements: Sequence[str], paths: Sequence[Path] = (), *,
+          env: Mapping[str, str] | None = None) -> list[str]:
     """The ``requirements`` (as given) that ``python`` does not satisfy: not installed, or at a
     version outside the specifier (a local build, ``2.11.0+cu130``, meets ``==2.11.0``).
 
@@ -55,7 +58,7 @@ def unmet(python: Path, requirements: Sequence[str], paths: Sequence[Path] = ())
         return []
     parsed = [(text, Requirement(text)) for text in requirements]
     have = installed_versions(python, sorted({canonicalize_name(r.name) for _, r in parsed}),
-                              paths)
+                              paths, env)
     return [text for text, req in parsed
             if (version := have.get(canonicalize_name(req.name))) is None
             or not req.specifier.contains(version, prereleases=True)]

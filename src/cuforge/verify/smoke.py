@@ -72,10 +72,10 @@ class Device:
 
 
 def probe_device(python: Path, paths: Sequence[Path] = (), *,
-                 timeout: float = 120) -> Device | None | CheckResult:
+                 timeout: float = 120, env: Mapping[str, str] | None = None) -> Device | None | CheckResult:
     """Ask ``python``'s torch for the first CUDA device: a Device, None when no device is
     visible, or a failed CheckResult when torch itself does not import or crashes."""
-    outcome = run_python(python, ["-c", _PROBE], paths=paths, timeout=timeout)
+    outcome = run_python(python, ["-c", _PROBE], paths=paths, timeout=timeout, env=env)
     line = next((ln for ln in outcome.stdout.splitlines() if ln.startswith(_PROBE_MARK)), None)
     if line is None or outcome.returncode != 0:
         failed = interpret(outcome, timeout=timeout, check="smoke")
@@ -135,26 +135,27 @@ _LAUNCHER = ("import os, runpy, sys; script = sys.argv[1]; sys.argv = sys.argv[1
 
 
 def run_smoke(python: Path, script: Path, paths: Sequence[Path] = (), *,
-              timeout: float = 300, args: Sequence[str] = ()) -> CheckResult:
+              timeout: float = 300, args: Sequence[str] = (),
+              env: Mapping[str, str] | None = None) -> CheckResult:
     """Run ``script`` with ``python`` (no GPU probe; ``args`` after the script's path) and
     apply the protocol."""
     if not script.is_file():
         return CheckResult("smoke", "fail", f"smoke script {script} not found")
     outcome = run_python(python, ["-c", _LAUNCHER, str(script.resolve()), *args], paths=paths,
-                         timeout=timeout, env={"PYTHONSAFEPATH": "1"})
+                         timeout=timeout, env={**(env or {}), "PYTHONSAFEPATH": "1"})
     return smoke_verdict(outcome.returncode, outcome.stdout, outcome.stderr, timeout=timeout)
 
 
 def install_requirements(python: Path, requires: Sequence[str], paths: Sequence[Path] = (), *,
-                         timeout: float = 600) -> str:
+                         timeout: float = 600, env: Mapping[str, str] | None = None) -> str:
     """pip-install the smoke script's ``requires`` that ``python`` lacks; returns a note for
     the result ("" when nothing was missing). A failed install (no network on the GPU box) is
     only noted: the script decides whether it can run without them."""
-    missing = unmet(python, list(requires), paths)
+    missing = unmet(python, list(requires), paths, env=env)
     if not missing:
         return ""
     pip = run_python(python, ["-m", "pip", "install", "--disable-pip-version-check", "-q",
-                              *missing], timeout=timeout)
+                              *missing], timeout=timeout, env=env)
     if pip.returncode == 0:
         return f"installed for the smoke test: {' '.join(missing)}"
     why = last_error_line(pip.stderr) or describe_exit(pip.returncode or -9)
@@ -177,18 +178,19 @@ def _noted(result: CheckResult, suffix: str, note: str) -> CheckResult:
 
 def check_smoke(python: Path, script: SmokeScript | Path, paths: Sequence[Path] = (), *,
                 fatbins: Mapping[str, list[FatbinContainer]] | None = None,
-                timeout: float = 300) -> CheckResult:
-    """Probe the GPU, gate on fatbin coverage, then run the smoke script.
+                timeout: float = 300, env: Mapping[str, str] | None = None) -> CheckResult:
+    """Probe the GPU, gate on fatbin coverage, then run the smoke script.  ``env``: what
+    ``python`` needs on top of this process's environment (emulation's variables).
 
     No device visible -> ``skipped: no GPU``; device not covered -> skipped with the groups.
     A script declared ``gpu=False`` skips both and runs at once.
     """
     smoke = script if isinstance(script, SmokeScript) else SmokeScript(Path(script))
     if not smoke.gpu:
-        note = install_requirements(python, smoke.requires, paths)
-        result = run_smoke(python, smoke.path, paths, timeout=timeout)
+        note = install_requirements(python, smoke.requires, paths, env=env)
+        result = run_smoke(python, smoke.path, paths, timeout=timeout, env=env)
         return _noted(result, " (declared GPU-free: run without a device probe)", note)
-    device = probe_device(python, paths, timeout=min(timeout, 120))
+    device = probe_device(python, paths, timeout=min(timeout, 120), env=env)
     if isinstance(device, CheckResult):
         return device
     if device is None:
@@ -197,6 +199,6 @@ def check_smoke(python: Path, script: SmokeScript | Path, paths: Sequence[Path] 
     gate = device_gate(device, fatbins or {})
     if gate is not None:
         return gate
-    note = install_requirements(python, smoke.requires, paths)
-    result = run_smoke(python, smoke.path, paths, timeout=timeout)
+    note = install_requirements(python, smoke.requires, paths, env=env)
+    result = run_smoke(python, smoke.path, paths, timeout=timeout, env=env)
     return _noted(result, f" on {device.name} (sm_{device.arch.number})", note)

@@ -34,13 +34,14 @@ _SHOWN = 12  # unresolved symbols listed per .so
 _TRIPLETS = {"EM_X86_64": "x86_64-linux-gnu", "EM_AARCH64": "aarch64-linux-gnu"}
 
 
-def system_dirs(machine: str = "") -> tuple[Path, ...]:
+def system_dirs(machine: str = "", sysroot: str = "") -> tuple[Path, ...]:
     """The default library dirs for binaries of ``machine`` (an ELF ``e_machine``; default this
-    machine's), multiarch first, as Debian's ld.so does. Under ``QEMU_LD_PREFIX`` (emulation,
-    cuforge.emulation) the loader that runs such a binary looks in that root first, as here."""
+    machine's), multiarch first, as Debian's ld.so does. Under emulation the loader that runs
+    such a binary looks in its ``sysroot`` (``QEMU_LD_PREFIX``, cuforge.emulation) first, as
+    here."""
     triplet = _TRIPLETS.get(machine, f"{platform.machine()}-linux-gnu")
     names = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
-    roots = [os.environ["QEMU_LD_PREFIX"]] if os.environ.get("QEMU_LD_PREFIX") else []
+    roots = [sysroot] if sysroot else []
     paths = [Path(r + n) for r in roots for n in names] + [Path(n) for n in names]
     return tuple(p for p in paths if p.is_dir())
 
@@ -76,12 +77,14 @@ class Resolution:
 class LibrarySet:
     """Finds and opens shared libraries the way ``ld.so`` would, caching opened files.
 
-    ``lib_dirs`` come after each library's own RUNPATH/RPATH and before the system.
-    Use as a context manager; it closes every library it opened.
+    ``lib_dirs`` come after each library's own RUNPATH/RPATH and before the system (inside
+    ``sysroot`` first, when emulation runs the binaries). Use as a context manager; it closes
+    every library it opened.
     """
 
-    def __init__(self, lib_dirs: Sequence[Path] = ()) -> None:
+    def __init__(self, lib_dirs: Sequence[Path] = (), sysroot: str = "") -> None:
         self.lib_dirs = tuple(lib_dirs)
+        self.sysroot = sysroot
         self._libs: dict[Path, ElfLib | None] = {}
 
     def __enter__(self) -> LibrarySet:
@@ -110,7 +113,7 @@ class LibrarySet:
         for d in (*requester.search_dirs(), *self.lib_dirs):
             yield d / soname
         yield from ldconfig_cache().get(soname, ())
-        for d in system_dirs(requester.elf.header["e_machine"]):
+        for d in system_dirs(requester.elf.header["e_machine"], self.sysroot):
             yield d / soname
 
     def find(self, soname: str, requester: ElfLib) -> ElfLib | None:

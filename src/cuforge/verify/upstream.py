@@ -28,11 +28,12 @@ unittest's ``FAILED (failures=1)``, or the last line).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..recipes import UpstreamTests
@@ -110,23 +111,25 @@ def shadowed(python: Path, modules: Sequence[str], paths: Sequence[Path], cwd: P
 
 
 def install_requirements(python: Path, requires: Sequence[str], target: Path,
-                         paths: Sequence[Path]) -> str:
+                         paths: Sequence[Path], env: Mapping[str, str] | None = None) -> str:
     """Make every pinned requirement importable from ``target`` (pip ``--target``, without
     dependencies: the recipe lists the closure). Returns "" or why it could not."""
     if not requires:
         return ""
-    missing = unmet(python, [r.replace(" ", "") for r in requires], [*paths, target])
+    missing = unmet(python, [r.replace(" ", "") for r in requires], [*paths, target], env=env)
     if not missing:
         return ""
     target.mkdir(parents=True, exist_ok=True)
     pip = run_python(python, ["-m", "pip", "install", "--disable-pip-version-check", "-q",
-                              "--no-deps", "--target", str(target), *missing], timeout=900)
+                              "--no-deps", "--target", str(target), *missing], timeout=900,
+                     env=env)
     if pip.returncode == 0:
         return ""
     why = last_error_line(pip.stderr) or describe_exit(pip.returncode or -9)
     if "No module named pip" in pip.stderr and (uv := _uv()):   # a uv-made env has no pip
         done = subprocess.run([uv, "pip", "install", "-q", "--python", str(python), "--no-deps",
-                               "--target", str(target), *missing], capture_output=True, text=True)
+                               "--target", str(target), *missing], capture_output=True, text=True,
+                              env={**os.environ, **(env or {})})
         if done.returncode == 0:
             return ""
         why = last_error_line(done.stderr) or describe_exit(done.returncode)
@@ -135,7 +138,7 @@ def install_requirements(python: Path, requires: Sequence[str], target: Path,
 
 def _uv() -> str | None:
     from ..errors import ToolchainError
-    from ..venv import find_uv
+    from ..tools import find_uv
     try:
         return find_uv()
     except ToolchainError:
@@ -174,16 +177,18 @@ def verdict(returncode: int | None, stdout: str, stderr: str, *, seconds: float,
 
 def run_upstream_tests(python: Path, spec: UpstreamTests, tree: Path, *,
                        paths: Sequence[Path], modules: Sequence[str], requirements_dir: Path,
-                       scratch: Path, gpu_visible: bool | None) -> CheckResult:
+                       scratch: Path, gpu_visible: bool | None,
+                       env: Mapping[str, str] | None = None) -> CheckResult:
     """Run ``spec`` (found in ``tree``) against the wheel importable from ``paths``.
 
     ``modules``: the wheel's top-level names (shadowing is checked for them).
     ``gpu_visible``: what the device probe said (None: not asked, the suite needs no GPU).
+    ``env``: what ``python`` needs on top of this process's environment (emulation's variables).
     """
     if spec.gpu and not gpu_visible:
         return CheckResult(CHECK, "skipped", "skipped: no GPU (the suite is declared gpu = true;"
                            f" torch.cuda.is_available() is False in {python})")
-    why = install_requirements(python, spec.requires, requirements_dir, paths)
+    why = install_requirements(python, spec.requires, requirements_dir, paths, env)
     if why:
         return CheckResult(CHECK, "skipped", f"skipped: {why}")
     paths = [*paths, requirements_dir] if spec.requires else list(paths)
@@ -191,7 +196,7 @@ def run_upstream_tests(python: Path, spec: UpstreamTests, tree: Path, *,
         suite, notes = copy_suite(tree, spec, scratch, modules)
     except FileNotFoundError as err:
         return CheckResult(CHECK, "fail", str(err))
-    env = {"PYTHONSAFEPATH": "1"}
+    env = {**(env or {}), "PYTHONSAFEPATH": "1"}
     bad = shadowed(python, modules, paths, scratch, env)
     if bad:
         return CheckResult(CHECK, "fail", "the suite's directory shadows the installed "

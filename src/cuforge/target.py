@@ -1,0 +1,100 @@
+"""Where a combo's code runs, decided once per command: the target and host platforms, the
+emulator (or none), the Python a venv is made from, whose toolkit wheels it gets, and what
+emulation adds to every command's environment.
+
+``resolve`` is the one place that asks "native or emulated?". Everything after it (venv,
+toolchain, the plan and its dry run, verify, shell, doctor, setup) reads the ``Target``; the
+emulation variables reach each command through that command's own environment (a plan step's
+``env``, so they are part of its key), never through ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import emulation, platforms
+from .combos import Combo
+from .errors import ToolchainError
+from .platforms import Platform
+from .project import Project
+from .tools import find_python, which
+
+
+@dataclass(frozen=True)
+class Target:
+    combo: str                         # the combo's id, for messages
+    platform: Platform                 # what the wheels run on
+    host: Platform                     # this machine
+    # None: the target's code runs natively here (not compared: its table holds dicts, and
+    # platform, env and bin_dirs already tell two targets apart)
+    emulator: emulation.Emulator | None = field(compare=False)
+    base_python: str                   # what a venv is made from (emulated: the target root's)
+    env: tuple[tuple[str, str], ...]   # emulation's variables (QEMU_LD_PREFIX, nvcc's flags)
+    bin_dirs: tuple[Path, ...]         # first on PATH: the sysroot compiler wrappers
+    state_dir: Path
+    # no such Python here: raised when a venv is to be made from it (a dry run shows the name)
+    missing_python: ToolchainError | None = field(default=None, compare=False)
+
+    @property
+    def emulated(self) -> bool:
+        return self.emulator is not None
+
+    @property
+    def machine(self) -> str:
+        """Whose build of the toolkit wheels the env gets (``aarch64`` under emulation too)."""
+        return self.platform.machine
+
+    def python(self) -> str:
+        """The base Python, or the error that says how to get it."""
+        if self.missing_python is not None:
+            raise self.missing_python
+        return self.base_python
+
+    def step_env(self) -> tuple[tuple[str, str], ...]:
+        """What a command gets on top of the user's environment to run the target's code (a
+        step that sets its own PATH puts ``bin_dirs`` there itself)."""
+        if not self.bin_dirs:
+            return self.env
+        path = os.pathsep.join([*map(str, self.bin_dirs), os.environ.get("PATH", "")])
+        return (*self.env, ("PATH", path))
+
+    def environ(self) -> dict[str, str]:
+        """This process's environment plus ``step_env``, for interpreter runs outside a plan
+        step (the env probe, verification)."""
+        return {**os.environ, **dict(self.step_env())}
+
+    def require_usable(self) -> None:
+        """Refuse, with the fix, when the emulator cannot run the target's code; natively, a
+        no-op."""
+        if self.emulator is None:
+            return
+        bad = [f for f in emulation.check(self.state_dir, self.emulator) if not f.ok]
+        if bad:
+            raise ToolchainError(f"{self.emulator.platform} emulation is not usable here: "
+                                 f"{bad[0].what}", hint=bad[0].fix)
+
+
+def resolve(project: Project, combo: Combo) -> Target:
+    """The decision for ``combo`` on this machine. Raises ConfigError for another machine's
+    combo unless emulation was asked for (``--emulate``, ``emulate = true``)."""
+    host = platforms.host()
+    platforms.require_native(combo.target, f"combo {combo.id}", emulate=combo.emulate)
+    emu = emulation.for_combo(project, combo)
+    env: tuple[tuple[str, str], ...] = ()
+    bin_dirs: tuple[Path, ...] = ()
+    missing = None
+    if emu is not None:
+        base = str(emu.python(project.state_dir, combo.python))
+        env = tuple(emulation.variables(project.state_dir, emu).items())
+        bin_dirs = (emu.wrappers(project.state_dir),)
+    elif combo.interpreter:
+        base = which(combo.interpreter)
+    else:
+        try:
+            base = str(find_python(combo.python))
+        except ToolchainError as err:
+            base, missing = f"python{combo.python}", err
+    return Target(combo.id, combo.target, host, emu, base, env, bin_dirs, project.state_dir,
+                  missing)
