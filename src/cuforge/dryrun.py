@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from . import sources, venv
 from .console import QuietPipeConsole
-from .plan import Action, ActionKind, PackagePlan, make_plan
+from .plan import Action, ActionKind, PackagePlan, make_plan, up_to_date
 from .project import Project
 from .recipes import Recipe
 
@@ -56,8 +56,7 @@ def dry_run(project: Project, req, order: list[Recipe]) -> None:
 
 def _up_to_date(plan, req) -> dict:
     """The wheelhouse entries the build would keep as they are (same key, wheel intact),
-    as the build itself decides (pipeline.up_to_date); none with --rebuild."""
-    from .pipeline import up_to_date
+    as the build itself decides (plan.up_to_date); none with --rebuild."""
     from .wheelhouse import Wheelhouse
     if getattr(req, "rebuild", False):
         return {}

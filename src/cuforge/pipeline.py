@@ -25,7 +25,7 @@ from .combos import Combo
 from .console import (BuildProgress, duration, heartbeat, live_progress, make_console,
                       progress_lines, verdict_line)
 from .errors import BuildError, ConfigError, CuforgeError, VerifyError
-from .plan import Action, ActionKind, PackagePlan, Plan, make_plan, own_modules
+from .plan import Action, ActionKind, PackagePlan, Plan, make_plan, own_modules, up_to_date
 from .project import Project
 from .recipes import Recipe, load_recipes, build_order
 from .runner import Step, listen, run
@@ -553,22 +553,6 @@ STAGES = frozenset({ActionKind.VERIFY, ActionKind.GATE})
 
 def _names(plan: Plan) -> set[str]:
     return {p.name for p in plan.packages}
-
-
-def up_to_date(house: Wheelhouse, pkg: PackagePlan) -> Entry | None:
-    """The wheelhouse entry that already is this package's output: same plan key (recipe,
-    patches, source content, arches, policy, torch, commands, dependencies) and the wheel
-    still there, unmodified. A wheel published before wheels carried their pins
-    (``upstream_wheel`` unset, cuforge.wheelmeta), or with a torch pin that lets in other CUDA
-    builds of its torch, is built again."""
-    from .wheelmeta import loosely_pinned
-    entry = house.latest().get(pkg.name)
-    if (entry is None or not entry.status.has_wheel or not entry.wheel
-            or entry.plan_key != pkg.key or not entry.upstream_wheel
-            or loosely_pinned(entry.requires)):
-        return None
-    wheel = house.dir / entry.wheel
-    return entry if wheel.exists() and sha256_of(wheel) == entry.wheel_sha256 else None
 
 
 # Checks a prebuilt wheel must pass to be used (the smoke test runs afterwards as for any wheel).

@@ -116,6 +116,23 @@ class Plan:
         return next(p for p in self.packages if p.name == name)
 
 
+def up_to_date(house, pkg: PackagePlan):
+    """The wheelhouse entry that already is this package's output: same plan key (recipe,
+    patches, source content, arches, policy, torch, commands, dependencies) and the wheel
+    still there, unmodified. A wheel published before wheels carried their pins
+    (``upstream_wheel`` unset, cuforge.wheelmeta), or with a torch pin that lets in other CUDA
+    builds of its torch, is built again. The build and its dry run both ask this."""
+    from .digest import sha256_of
+    from .wheelmeta import loosely_pinned
+    entry = house.latest().get(pkg.name)
+    if (entry is None or not entry.status.has_wheel or not entry.wheel
+            or entry.plan_key != pkg.key or not entry.upstream_wheel
+            or loosely_pinned(entry.requires)):
+        return None
+    wheel = house.dir / entry.wheel
+    return entry if wheel.exists() and sha256_of(wheel) == entry.wheel_sha256 else None
+
+
 def wheel_dir(project: Project, combo: Combo) -> Path:
     return combo.wheel_dir(project.wheelhouse)
 
