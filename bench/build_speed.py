@@ -425,12 +425,12 @@ def emulated_rows(bench: Bench, args) -> list[tuple]:
 def spark_rows(bench: Bench, args) -> list[tuple]:
     """The demo cold cross-emulated (--emulated-combo), then fully aarch64 (spark-3.11 by the
     aarch64 cuforge in the emulation root): one run, one machine, the same arches."""
-    from cuforge import emulation, target_root
+    from cuforge import emulation, rootrun
     from cuforge.project import find_project
     project = find_project(ROOT)
     emu = emulation.for_platform(project, "linux-aarch64")
     venv = emu.home(project.state_dir) / "cuforge-venv" / "bin" / "cuforge"
-    why = target_root.unusable(project.state_dir, emu) or (
+    why = rootrun.unusable(project.state_dir, emu) or (
         "" if venv.exists() else f"no aarch64 cuforge at {venv} (pytest "
         "tests/integration/test_spark_path.py makes it)")
     if why:

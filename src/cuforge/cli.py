@@ -403,12 +403,12 @@ def _cmd_emulation(args) -> int:
     project = _project(args)
     emu = emulation.for_platform(project, args.platform)
     if args.what == "run":
-        from . import target_root
+        from . import rootrun
         argv = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not argv:
             raise ConfigError("cuforge emulation run: no command",
                               hint="e.g. `sudo cuforge emulation run -- uname -m`")
-        return target_root.run(project.state_dir, emu, project.root, argv)
+        return rootrun.run(project.state_dir, emu, project.root, argv)
     if args.what == "setup":
         log = project.state_dir / "logs" / f"emulation-{emu.platform}.log"
         log.parent.mkdir(parents=True, exist_ok=True)

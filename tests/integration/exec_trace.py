@@ -3,7 +3,7 @@
 ``traced(argv)`` runs ``argv`` under ``strace -f -e trace=execve`` (seccomp-filtered, so only
 the execs stop the tracees). Each successful execve names a file: an ELF executable, or a
 script whose ``#!`` interpreter the kernel ran in its place. ``machines()`` reads each one's
-ELF header (``e_machine``) through ``target_root.host_path``, as the chroot sees the file.
+ELF header (``e_machine``) through ``rootrun.host_path``, as the chroot sees the file.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from cuforge.target_root import Entry, host_path
+from cuforge.rootrun import Entry, host_path
 
 _EXEC = re.compile(r'^(\d+) +execve\("((?:[^"\\]|\\.)*)", \[(.*)')
 _DONE = re.compile(r"= (-?\d+)(?: [A-Z]+ .*)?$")
@@ -65,9 +65,9 @@ def argv(args: str) -> list[str]:
 
 def after_entering(found: list[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
     """The execs inside the root: from the one in which the process that ran
-    ``python -m cuforge.target_root`` (host Python, doing the mounts) became the command."""
+    ``python -m cuforge.rootrun`` (host Python, doing the mounts) became the command."""
     for i, (pid, _, args) in enumerate(found):
-        if argv(args)[1:3] == ["-m", "cuforge.target_root"]:
+        if argv(args)[1:3] == ["-m", "cuforge.rootrun"]:
             later = [j for j in range(i + 1, len(found)) if found[j][0] == pid]
             return found[later[0]:] if later else []
     return []

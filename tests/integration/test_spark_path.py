@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from cuforge import emulation, platforms, target_root
+from cuforge import emulation, platforms, rootrun
 from cuforge.project import find_project
 from cuforge.verify.fatbin import read_fatbin
 
@@ -55,7 +55,7 @@ def target():
     project = find_project(ROOT)
     emu = emulation.for_platform(project, "linux-aarch64")
     # (the registration may be another checkout's QEMU: the root runs the same either way)
-    if why := target_root.unusable(project.state_dir, emu):
+    if why := rootrun.unusable(project.state_dir, emu):
         _fail_or_skip(f"cannot enter the aarch64 root: {why}")
     if shutil.which("strace") is None:
         _fail_or_skip("strace is not installed (apt-get install strace): it records which "
@@ -105,7 +105,7 @@ def built(target, aarch64_cuforge, tmp_path_factory):
     proc = _inside(str(aarch64_cuforge), "build", "--combo", COMBO, "--only", "cachekern",
                    "--rebuild", "--cache", "off", env=env, log=log)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
-    entry = target_root.entry(project.state_dir, emu, ROOT, ["true"], cwd=ROOT)
+    entry = rootrun.entry(project.state_dir, emu, ROOT, ["true"], cwd=ROOT)
     ran = exec_trace.machines(entry, exec_trace.after_entering(exec_trace.execs(log)))
     yield wheelhouse, ran, proc.stdout + proc.stderr
     shutil.rmtree(tmp, ignore_errors=True)
@@ -138,7 +138,7 @@ def test_the_check_catches_an_x86_64_program(target, tmp_path):
     qemu = emu.qemu_path(project.state_dir)
     proc = _inside("sh", "-c", f"{qemu} --version >/dev/null; uname -m", log=log)
     assert proc.returncode == 0 and proc.stdout.strip() == "aarch64", proc.stderr
-    entry = target_root.entry(project.state_dir, emu, ROOT, ["true"], cwd=ROOT)
+    entry = rootrun.entry(project.state_dir, emu, ROOT, ["true"], cwd=ROOT)
     ran = {Path(r.path).name: r.machine for r in
            exec_trace.machines(entry, exec_trace.after_entering(exec_trace.execs(log)))}
     assert ran == {"sh": "EM_AARCH64", "qemu-aarch64": "EM_X86_64", "uname": "EM_AARCH64"}

@@ -1,10 +1,10 @@
-"""Entering the emulation root as the target (cuforge.target_root), without entering it: the
+"""Entering the emulation root as the target (cuforge.rootrun), without entering it: the
 native toolchain as the table declares it, paths seen the way the chroot sees them (real
 symlinks in a real directory tree), and what the entry shows of the host and passes in."""
 
 from pathlib import Path
 
-from cuforge import emulation, target_root
+from cuforge import emulation, rootrun
 from cuforge.combos import load_combos
 from cuforge.project import find_project
 
@@ -39,11 +39,11 @@ def test_host_path_follows_links_as_the_root_sees_them(tmp_path):
     (bound / "venv" / "bin").mkdir(parents=True)
     # an absolute link in a bound dir means the root's file, not the host's /usr/bin
     (bound / "venv" / "bin" / "python").symlink_to("/usr/bin/python3.11")
-    e = target_root.Entry(str(root), (str(bound),), str(bound), ("true",), {})
-    assert target_root.host_path(e, f"{bound}/venv/bin/python").read_text() == "target python"
-    assert target_root.host_path(e, "venv/bin/python").read_text() == "target python"
-    assert target_root.host_path(e, "/bin/sh") == root / "bin" / "dash"
-    assert target_root.host_path(e, f"{bound}/venv/../venv/bin") == bound / "venv" / "bin"
+    e = rootrun.Entry(str(root), (str(bound),), str(bound), ("true",), {})
+    assert rootrun.host_path(e, f"{bound}/venv/bin/python").read_text() == "target python"
+    assert rootrun.host_path(e, "venv/bin/python").read_text() == "target python"
+    assert rootrun.host_path(e, "/bin/sh") == root / "bin" / "dash"
+    assert rootrun.host_path(e, f"{bound}/venv/../venv/bin") == bound / "venv" / "bin"
 
 
 def test_entry_shows_the_project_and_data_and_passes_no_host_path(tmp_path, monkeypatch):
@@ -52,20 +52,20 @@ def test_entry_shows_the_project_and_data_and_passes_no_host_path(tmp_path, monk
     monkeypatch.setenv("LD_LIBRARY_PATH", "/host/lib")
     monkeypatch.setenv("CUFORGE_WHEELHOUSE", str(tmp_path))
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path))
-    e = target_root.entry(project.state_dir, _aarch64(), project.root, ["cuforge", "build"])
+    e = rootrun.entry(project.state_dir, _aarch64(), project.root, ["cuforge", "build"])
     here = str(project.root.resolve())
     assert "/tmp" in e.binds and any(here == b or here.startswith(b + "/") for b in e.binds)
-    assert e.env["PATH"] == target_root.PATH                # the target's programs only
+    assert e.env["PATH"] == rootrun.PATH                # the target's programs only
     assert "LD_LIBRARY_PATH" not in e.env
     assert e.env["CUFORGE_WHEELHOUSE"] == e.env["UV_CACHE_DIR"] == str(tmp_path)
     assert e.root == str(_aarch64().root_dir(project.state_dir).resolve())
-    assert target_root.command(e)[:5] == ["unshare", "--mount", "--propagation", "private",
+    assert rootrun.command(e)[:5] == ["unshare", "--mount", "--propagation", "private",
                                           "--fork"]
 
 
 def test_unusable_names_what_is_missing(tmp_path):
     emu = _aarch64()
-    why = target_root.unusable(tmp_path / "state", emu)
+    why = rootrun.unusable(tmp_path / "state", emu)
     if emulation.registered_emulators(emu):
         assert "no native toolchain yet" in why and str(tmp_path) in why
     else:

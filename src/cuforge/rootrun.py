@@ -138,7 +138,7 @@ def command(e: Entry) -> list[str]:
     """The host command that enters: ``unshare`` makes the mounts private to it (they vanish
     with it), then this module's ``__main__`` mounts and ``chroot``s (``os.chroot``)."""
     return ["unshare", "--mount", "--propagation", "private", "--fork", "--",
-            sys.executable, "-m", "cuforge.target_root", json.dumps(e.__dict__)]
+            sys.executable, "-m", "cuforge.rootrun", json.dumps(e.__dict__)]
 
 
 def run(state_dir: Path, emu: Emulator, project_root: Path, argv: list[str]) -> int:
