@@ -360,7 +360,7 @@ class Executor:
         HANDLERS[action.kind](self, pkg, action, log)
 
     def _check(self, pkg: PackagePlan, action: Action, log: Path) -> None:
-        syslibs.require_headers(pkg.recipe)
+        syslibs.require_headers(pkg.recipe, self.env.target.sysroot)
 
     def _guard(self, pkg: PackagePlan, action: Action, log: Path) -> None:
         builddeps.require_not_installed(self.env.python, own_modules(pkg.recipe), pkg.name,
@@ -450,7 +450,8 @@ class Executor:
         except CuforgeError as err:
             return f"prebuilt {wheel.name}: its requirements do not install ({err})"
         smoke = None if self.req.skip_smoke else smoke_script(self.project, pkg.recipe)
-        report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env),
+        report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env,
+                                             no_device=self.env.target.no_device),
                               smoke=smoke,
                               modules=list(pkg.recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))
@@ -509,7 +510,8 @@ class Executor:
         recipe = pkg.recipe
         archs = pkg.archs if recipe.arches.device_code and not (
             recipe.kind == "prebuilt" and not recipe.arches.supported) else None
-        ctx = context_from(self.env.info, archs, self.run_env)
+        ctx = context_from(self.env.info, archs, self.run_env,
+                           no_device=self.env.target.no_device)
         smoke = None if self.req.skip_smoke else smoke_script(self.project, recipe)
         report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))

@@ -42,6 +42,19 @@ class Target:
         return self.emulator is not None
 
     @property
+    def sysroot(self) -> Path | None:
+        """The target's userland as the cross compilers see it (its headers, its libc), or
+        None natively."""
+        return self.emulator.root_dir(self.state_dir) if self.emulator else None
+
+    @property
+    def no_device(self) -> str:
+        """Why no GPU can be visible to the target's Python here ("" natively): QEMU user mode
+        runs the aarch64 torch, but no aarch64 driver reaches a device."""
+        return (f"{self.platform} code runs under QEMU here, which reaches no GPU"
+                if self.emulator else "")
+
+    @property
     def machine(self) -> str:
         """Whose build of the toolkit wheels the env gets (``aarch64`` under emulation too)."""
         return self.platform.machine

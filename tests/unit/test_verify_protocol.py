@@ -58,3 +58,20 @@ def test_a_smoke_declared_gpu_free_runs_without_a_device_probe(tmp_path):
     free = check_smoke(Path(sys.executable), SmokeScript(script, gpu=False))
     assert free.status == "pass" and "declared GPU-free" in free.summary, free.detail
     assert check_smoke(Path(sys.executable), SmokeScript(script)).status != "pass"
+
+
+def test_an_interpreter_that_can_reach_no_gpu_skips_the_smoke_without_probing(tmp_path):
+    """Under QEMU no device is visible: the smoke says so at once instead of probing (an
+    emulated `import torch` outran the probe's 120 s under load and failed pointops' wheel).
+    A probe fails here: this interpreter has no torch."""
+    import sys
+    from pathlib import Path
+
+    from cuforge.verify.smoke import SmokeScript, check_smoke
+    script = tmp_path / "check_gpu.py"
+    script.write_text("raise SystemExit(1)\n")
+    python = Path(sys.executable)
+    assert check_smoke(python, SmokeScript(script)).status == "fail"
+    skipped = check_smoke(python, SmokeScript(script), no_device="runs under QEMU")
+    assert skipped.status == "skipped", skipped.detail
+    assert skipped.summary.startswith("skipped: no GPU: runs under QEMU")

@@ -40,13 +40,13 @@ __all__ = [
 ]
 
 def context_from(info: TorchInfo, requested: ArchList | None = None,
-                 env: tuple[tuple[str, str], ...] = ()) -> VerifyContext:
+                 env: tuple[tuple[str, str], ...] = (), *, no_device: str = "") -> VerifyContext:
     """The checks' view of an interpreter already probed by ``cuforge.torchinfo.probe``: the
     build pipeline passes the combo env's info, so verification asks nothing twice."""
     lib_dirs = (info.torch_lib, *info.nvidia_lib) if info.torch_lib else info.nvidia_lib
     return VerifyContext(python=info.python, torch_version=info.torch, torch_cuda=info.cuda,
                          cxx11_abi=info.cxx11_abi, lib_dirs=tuple(lib_dirs), requested=requested,
-                         env=env)
+                         env=env, no_device=no_device)
 
 
 def probe_context(python: Path, requested: ArchList | None = None) -> VerifyContext:
@@ -139,7 +139,7 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
                                 modules or default_modules(root), timeout=timeout,
                                 env=dict(ctx.env))
         smoking = pool.submit(_smoke, ctx.python, smoke, paths, root, sos, timeout,
-                              dict(ctx.env)) \
+                              dict(ctx.env), ctx.no_device) \
             if smoke is not None else None
         results = _elf_checks(root, sos, ctx)
         imported = importing.result()
@@ -154,9 +154,9 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
 
 
 def _smoke(python: Path, smoke: SmokeScript, paths: list[Path], root: Path, sos: list[Path],
-           timeout: float, env: dict[str, str]) -> CheckResult:
+           timeout: float, env: dict[str, str], no_device: str = "") -> CheckResult:
     return check_smoke(python, smoke, paths, fatbins=_fatbins(root, sos), timeout=timeout,
-                       env=env)
+                       env=env, no_device=no_device)
 
 
 def require_ok(reports: Iterable[WheelReport]) -> None:

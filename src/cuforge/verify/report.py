@@ -94,6 +94,7 @@ class VerifyContext:
     lib_dirs: tuple[Path, ...] = ()
     requested: ArchList | None = None
     env: tuple[tuple[str, str], ...] = ()   # what ``python`` needs to run (emulation's variables)
+    no_device: str = ""   # why no GPU can be visible to ``python`` (emulated): smoke skips, no probe
 
 
 def worst(statuses: Iterable[Status]) -> Status:
