@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from collections import deque
@@ -25,7 +25,6 @@ SUPERVISOR = Path(__file__).resolve().parent / "supervisor.py"
 _LIVE: set[subprocess.Popen] = set()     # running commands (packages build side by side)
 _LIFELINES: dict[int, int] = {}          # supervisor pid -> the write end of its lifeline
 _LIVE_LOCK = threading.Lock()
-_CHECKS: set[subprocess.Popen] = set()   # verification's interpreters (own sessions)
 _STOPPING = threading.Event()   # set by stop_all: an interrupted build starts nothing more
 # descriptors the supervisors of this context's commands keep open (``hold``)
 _held: ContextVar[tuple[int, ...]] = ContextVar("cuforge_held_fds", default=())
@@ -122,13 +121,11 @@ def note(log: Path, line: str) -> None:
 
 def stop_all() -> None:
     """Stop every running command's process tree (an interrupt reaches only the main thread;
-    commands run by other threads are stopped from there), and verification's interpreters;
-    from now on ``stopping()`` is true and no command starts."""
+    commands run by other threads are stopped from there), verification's interpreters
+    among them (``supervised``); from now on ``stopping()`` is true and no command starts."""
     _STOPPING.set()
     with _LIVE_LOCK:
-        procs, checks = list(_LIVE), list(_CHECKS)
-    for check in checks:
-        kill_session(check)
+        procs = list(_LIVE)
     for proc in procs:   # all at once: each supervisor ends its tree in parallel
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -145,28 +142,6 @@ def stopping() -> bool:
 def resume() -> None:
     """Start commands again (a new build in the same process, after an interrupted one)."""
     _STOPPING.clear()
-
-
-def kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL the process group of ``proc``, started with ``start_new_session``: the group
-    holds only what it started."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-@contextmanager
-def watched(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
-    """Let ``stop_all`` kill ``proc``'s session (a verification interpreter, which runs in
-    no supervisor): an interrupt must not wait for a smoke test to finish."""
-    with _LIVE_LOCK:
-        _CHECKS.add(proc)
-    try:
-        yield proc
-    finally:
-        with _LIVE_LOCK:
-            _CHECKS.discard(proc)
 
 
 def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
@@ -217,6 +192,35 @@ def start(argv, *, env: dict[str, str], cwd: Path | None = None, stdout=None,
     with _LIVE_LOCK:
         _LIFELINES[proc.pid] = write
     return proc
+
+
+@contextmanager
+def supervised(argv: Sequence[str], *, env: dict[str, str],
+               cwd: Path | None = None) -> Iterator[subprocess.Popen]:
+    """``argv`` under the supervisor with stdout and stderr kept apart (verification's
+    interpreters: an import check, a smoke test). ``stop_all`` ends it as it ends a build
+    command, and a SIGKILL of cuforge alone closes its lifeline, so the supervisor ends it
+    too: under emulation such an interpreter is a QEMU process, which once ran on for ~10 s
+    after cuforge was killed."""
+    proc = start(list(argv), env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+    try:
+        yield proc
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+        _cut_lifeline(proc)
+
+
+def exit_status(code: int) -> int:
+    """The command's status as ``subprocess`` gives it: the supervisor reports a command
+    killed by signal N as 128 + N, which is -N here (``describe_exit`` says "crashed").
+
+    >>> exit_status(139), exit_status(3), exit_status(0)
+    (-11, 3, 0)
+    """
+    return -(code - 128) if 128 < code < 128 + signal.NSIG else code
 
 
 def stop(proc: subprocess.Popen) -> None:

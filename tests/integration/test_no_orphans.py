@@ -99,3 +99,42 @@ def test_a_normal_end_keeps_the_exit_status_and_output(tmp_path):
         run(Step(("sh", "-c", "exit 3")))
     with pytest.raises(BuildError, match="command not found"):
         run(Step(("no-such-compiler-here",)))
+
+
+CHECK_DRIVER = """
+import sys
+from pathlib import Path
+from cuforge.verify._proc import run_python
+pid = Path(sys.argv[1])
+code = f"import os, time; open({str(pid)!r}, 'w').write(str(os.getpid())); time.sleep(303)"
+try:
+    run_python(Path(sys.executable), ["-c", code], timeout=600)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("death", ["sigkill-alone", "sigterm", "ctrl-c"])
+def test_no_check_interpreter_is_left_5_s_after_cuforge_dies(tmp_path, death):
+    """Verification's interpreters (an import check, a smoke test; under emulation each is a
+    QEMU process) end with cuforge too: one emulated import check once ran on after a SIGKILL
+    of cuforge alone, reparented to init."""
+    pid_file = tmp_path / "check.pid"
+    driver = subprocess.Popen([sys.executable, "-c", CHECK_DRIVER, str(pid_file)],
+                              start_new_session=True, preexec_fn=_as_from_a_terminal,
+                              env={**os.environ, "PYTHONPATH": str(SRC)})
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert time.monotonic() < deadline and driver.poll() is None, "the check did not start"
+        time.sleep(0.05)
+    check = int(pid_file.read_text())
+    assert alive(check)
+    DEATHS[death](driver)
+    driver.wait(timeout=30)
+    deadline = time.monotonic() + 5
+    while alive(check) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = alive(check)
+    if left:
+        os.kill(check, signal.SIGKILL)
+    assert not left, f"{death}: the check's interpreter still ran 5 s after cuforge died"

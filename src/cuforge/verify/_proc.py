@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runner import kill_session, watched
+from ..runner import exit_status, stop, supervised
 
 
 @dataclass(frozen=True)
@@ -74,18 +74,15 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
                timeout: float = 300, env: Mapping[str, str] | None = None,
                plain_loader: bool = False, cwd: Path | None = None) -> Outcome:
     """Run ``python args...`` with ``paths`` importable, in a scratch cwd (so nothing in the
-    caller's directory shadows the wheel) or in ``cwd``; kill its whole process group on
-    timeout."""
-    with tempfile.TemporaryDirectory(prefix="cuforge-run-") as scratch:
-        proc = subprocess.Popen([str(python), *args], cwd=str(cwd or scratch),
-                                env=python_env(paths, env, plain_loader=plain_loader),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", start_new_session=True)
-        with watched(proc):   # an interrupted build kills it (runner.stop_all)
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                kill_session(proc)
-                out, err = proc.communicate()
-                return Outcome(None, out, err, timed_out=True)
-    return Outcome(proc.returncode, out, err)
+    caller's directory shadows the wheel) or in ``cwd``, under cuforge's supervisor: it ends
+    on timeout, on an interrupt, and when cuforge dies, with whatever it started."""
+    with tempfile.TemporaryDirectory(prefix="cuforge-run-") as scratch, \
+            supervised([str(python), *args], cwd=cwd or Path(scratch),
+                       env=python_env(paths, env, plain_loader=plain_loader)) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop(proc)   # the supervisor ends the interpreter and whatever it started
+            out, err = proc.communicate()
+            return Outcome(None, out, err, timed_out=True)
+    return Outcome(exit_status(proc.returncode), out, err)
