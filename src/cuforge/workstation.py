@@ -28,7 +28,8 @@ from rich.console import Console
 from rich.text import Text
 
 from . import tools, venv
-from .checkoutreqs import CheckoutRequirement, IndexOptions, constraints, parse_requirements_file
+from .checkoutreqs import (CheckoutRequirement, IndexOptions, Installer, constraints,
+                           parse_requirements_file)
 from .combos import Combo
 from .console import duration, heartbeat, make_console, verdict_line
 from .errors import BuildError, ConfigError, ToolchainError, VerifyError
@@ -234,6 +235,19 @@ def _pip_install(python: Path, base: str, *args: str) -> tuple[str, ...]:
             "--disable-pip-version-check", *swapped)
 
 
+def resolving_installer(python: Path, base: str, torch_through_pth: bool) -> Installer:
+    """The installer for anything resolved against the venv's torch (the stack wheels' runtime
+    requirements, the checkout's requirements). Where torch comes through the .pth (a combo
+    with its own interpreter) it is that interpreter's pip even when uv is here: pip counts
+    what the .pth makes importable as installed, uv reads the venv's own site-packages only,
+    so it would look for a second torch on the index and refuse timm or peft (seen on the
+    H200, where uv was on PATH and no index was reachable)."""
+    if torch_through_pth:
+        return lambda *a: (base, "-m", "pip", "--python", str(python), "install",
+                           "--disable-pip-version-check", *a)
+    return lambda *a: _pip_install(python, base, *a)
+
+
 def _venv_with_torch(req: SetupRequest, combo: Combo, target: Target, out: Console) -> Path:
     """Create (or reuse) the venv; give it the combo's torch: installed by uv, or for a combo
     with its own interpreter (the GPU machine, no network) visible through a .pth file.
@@ -318,7 +332,8 @@ def _install_wheels(python: Path, p: Setup, out: Console, index: IndexOptions) -
         with tempfile.TemporaryDirectory(prefix="cuforge-held-") as tmp:
             cfile = Path(tmp) / "constraints.txt"
             cfile.write_text("".join(f"{line}\n" for line in held))
-            run(Step(_pip_install(python, base, "-c", str(cfile), *index.args(), *extra), env,
+            installer = resolving_installer(python, base, bool(p.combo.interpreter))
+            run(Step(installer("-c", str(cfile), *index.args(), *extra), env,
                      description="their runtime requirements"))
     out.print(Text(f"installed {len(wheels)} wheels from {p.house.dir}"
                    + (f" (+ {', '.join(extra)})" if extra else "")))
@@ -358,13 +373,7 @@ def _install_checkout_requirements(python: Path, p: Setup, req: SetupRequest, he
         return []
     base = p.target.python()
     out.print(Text(f"the checkout's requirements ({len(reqs)}), held: {' '.join(held)}"))
-    if p.combo.interpreter:   # pip counts the .pth-linked torch as installed; uv would not
-        def installer(*a: str) -> tuple[str, ...]:
-            return (base, "-m", "pip", "--python", str(python), "install",
-                    "--disable-pip-version-check", *a)
-    else:
-        def installer(*a: str) -> tuple[str, ...]:
-            return _pip_install(python, base, *a)
+    installer = resolving_installer(python, base, bool(p.combo.interpreter))
     got = install(installer, reqs, held, req.index,
                   torch_version=lambda: dist_version(python, "torch", p.target.step_env()),
                   python=p.combo.python, platform=p.combo.target.name)

@@ -2,7 +2,8 @@
 a real venv, offline, from a --find-links dir of wheels written here: torch and a stack wheel are
 held by the constraint, a requirement that wants another torch is refused and torch stays, one
 without a wheel for this Python and one on no index are named with the reason, the rest goes in.
-Each case takes a few seconds (a venv, pip/uv on tiny wheels)."""
+A combo interpreter's torch, seen in the venv through the .pth only, satisfies the requirements
+that depend on it. Each case takes a few seconds (a venv, pip/uv on tiny wheels)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge import venv  # noqa: E402
+from rich.console import Console  # noqa: E402
+
+from cuforge import tools, venv, workstation  # noqa: E402
 from cuforge.checkoutreqs import (CheckoutRequirement, IndexOptions, constraints,  # noqa: E402
                                   install, parse_requirements_file)
-from cuforge.errors import ConfigError  # noqa: E402
+from cuforge.combos import select_combo, with_overrides  # noqa: E402
+from cuforge.errors import ConfigError, ToolchainError  # noqa: E402
+from cuforge.project import find_project  # noqa: E402
+from cuforge.target import resolve  # noqa: E402
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 _MACHINE = __import__("platform").machine()
@@ -180,3 +186,61 @@ def test_dry_run_lists_the_requirements_and_the_constraint(tmp_path: Path) -> No
     assert f"--find-links {tmp_path} --no-index" in said
     assert "the checkout's requirements: skipped (--no-requirements)" in dry("--no-requirements")
     assert not (checkout / ".venv").exists()          # a dry run creates nothing
+
+
+@pytest.fixture
+def interpreter_with_torch(tmp_path: Path) -> Path:
+    """A combo interpreter (the H200's shape): its own pip and a torch 2.11.0 (PyPI's metadata
+    version, no local label), a fake one: a wheel with no code worth importing."""
+    import ensurepip
+    bundled_pip = next((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    base = tmp_path / "base"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True)
+    python = base / "bin" / "python"
+    subprocess.run([*_installer("pip", python)(       # its own pip (quicker than ensurepip)
+        "-q", "--no-index", "--no-compile", str(bundled_pip),
+        str(_wheel(tmp_path / "w", "torch", "2.11.0")))], check=True)
+    return python
+
+
+@pytest.mark.parametrize("uv_here", [True, False], ids=["uv-on-path", "no-uv"])
+def test_a_torch_seen_through_the_pth_satisfies_requirements_that_need_it(
+        tmp_path: Path, interpreter_with_torch: Path, monkeypatch, uv_here: bool) -> None:
+    """setup's own step on an interpreter combo, offline (--no-index, no torch in the links):
+    requirements that depend on torch (timm: unpinned; one pinning this torch) take the interpreter's torch,
+    visible in the venv through the .pth, and go in; one that wants another torch is refused
+    and torch stays. On the H200 uv was on PATH, resolved these and refused timm and peft
+    ('torch was not found in the provided package locations')."""
+    if not uv_here:
+        def no_uv() -> str:
+            raise ToolchainError("uv is not installed")
+        monkeypatch.setattr(tools, "find_uv", no_uv)
+    links = tmp_path / "links"
+    _wheel(links, "timm-like", "1.0", requires=["torch"])
+    _wheel(links, "pins-this-torch", "1.0", requires=["torch==2.11.0"])
+    _wheel(links, "wants-old-torch", "1.0", requires=["torch==2.10.0"])
+    checkout = tmp_path / "milo"
+    checkout.mkdir()
+    (checkout / "requirements.txt").write_text(
+        "timm-like\npins-this-torch\nwants-old-torch\n")
+    venv_dir = checkout / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv_dir)], check=True)
+    python = venv_dir / "bin" / "python"
+    workstation._link_site_packages(python, interpreter_with_torch)
+    assert _version(python, "torch") == "2.11.0"          # seen through the .pth only
+
+    project = find_project(Path(__file__).resolve().parents[2])
+    combo = with_overrides(select_combo(project, name="h200"), interpreter=str(interpreter_with_torch))
+    req = workstation.SetupRequest("milo", checkout, venv_dir, combo,
+                                   index=IndexOptions((links,), no_index=True))
+    p = workstation.decide(project, req, resolve(project, combo))
+    held = constraints([("torch", workstation.dist_version(python, "torch"))])
+    missing = workstation._install_checkout_requirements(python, p, req, held,
+                                                         Console(quiet=True))
+    for name in ("timm-like", "pins-this-torch"):
+        assert _version(python, name) == "1.0", f"{name} was not installed"
+    assert [m.requirement.name for m in missing] == ["wants-old-torch"]
+    assert "another torch than the one held (torch==2.11.0)" in missing[0].reason
+    assert _version(python, "wants-old-torch") is None
+    assert _version(python, "torch") == "2.11.0"
+    assert not list((venv_dir / "lib").glob("python*/site-packages/torch*"))   # no second torch
