@@ -386,7 +386,7 @@ class Executor:
         patching.apply(patching.load_patch_set(action.arg, patches_dir=self.project.patches_dir),
                        action.path)
 
-    def _deps(self, pkg: PackagePlan, action: Action, log: Path) -> None:
+    def _deps(self, pkg: PackagePlan, action: Action | None, log: Path) -> None:
         for step in self._deps_steps(pkg, log):   # the package's own overlay: its lock only
             run(step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
 
@@ -496,6 +496,9 @@ class Executor:
         if pins is not None and pins.status == "fail":
             return f"team wheel {wheel.name} refused (pins: {pins.detail})"
         try:
+            # its import needs its dependencies as a build here gets them (the DEPS action):
+            # their wheels from this wheelhouse (the team's, accepted first) into its overlays
+            self._deps(pkg, None, log)
             checks, embedded = self._verify(pkg, wheel, log)
         except CuforgeError as err:
             return f"team wheel {wheel.name} refused ({str(err).splitlines()[0]})"

@@ -163,3 +163,63 @@ def test_a_wheel_pinned_to_another_torch_is_refused(team, tmp_path):
     said = " ".join(out.stderr.split())
     assert "refused (pins:" in said and "but sits in torch2.14.1" in said, said[-2000:]
     assert _entry(wh)["status"] == "compiled"
+
+
+PAIR = ROOT / "tests" / "fixtures" / "recipes" / "team_pair"
+PAIR_RECIPES = {"team-base": 'name = "team-base"\nkind = "setuptools"\nmodules = ["team_base"]\n'
+                             '[source]\npath = "{pair}/base"\n',
+                "team-user": 'name = "team-user"\nkind = "setuptools"\ndepends = ["team-base"]\n'
+                             'modules = ["team_user"]\n[source]\npath = "{pair}/user"\n'}
+
+
+def _pair_project(root: Path) -> Path:
+    """A throw-away project with the two recipes of tests/fixtures/recipes/team_pair."""
+    shutil.copytree(ROOT / "envs", root / "envs")
+    shutil.copytree(ROOT / "native" / "cmake", root / "native" / "cmake")
+    (root / "recipes").mkdir()
+    for name, text in PAIR_RECIPES.items():
+        (root / "recipes" / f"{name}.toml").write_text(text.format(pair=PAIR))
+    return root
+
+
+def _pair_build(project: Path, state: Path, wh: Path, *extra: str, trace: Path | None = None
+                ) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CUFORGE_ROOT": str(project), "CUFORGE_STATE": str(state),
+           "CUFORGE_WHEELHOUSE": str(wh), "COLUMNS": "200"}
+    if trace is not None:
+        env["CUFORGE_TRACE"] = str(trace)
+    return subprocess.run([sys.executable, "-m", "cuforge", *(extra or ("build", "--combo",
+                          "3.11-cu130", "--only", "team-user"))], env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+def test_a_team_wheel_whose_import_needs_another_team_wheel_is_used(tmp_path):
+    """spconv's team wheel on the H200: its import needs cumm, which came from the team too.
+    A second user, with an empty cuforge state, takes both from the team's index: the dependent
+    is checked with its dependency from the wheelhouse on its path, as a build here is."""
+    state = ROOT / ".cuforge"
+    if not any((state / "envs").glob("3.11-cu130-*/bin/python")):
+        pytest.skip("the 3.11-cu130 combo env is not created yet")
+    project = _pair_project(tmp_path / "project")
+    team = tmp_path / "team"
+    out = _pair_build(project, state, team)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert _pair_build(project, state, team, "index", str(team)).returncode == 0
+    index = (team / TREE / "simple").as_uri() + "/"
+
+    fresh = tmp_path / "second-user"   # nothing of the team build's work dirs: only the env
+    fresh.mkdir()
+    (fresh / "envs").symlink_to(state / "envs")
+    wh, trace = tmp_path / "wh", tmp_path / "trace.jsonl"
+    out = _pair_build(project, fresh, wh, "build", "--combo", "3.11-cu130", "--only",
+                      "team-user", "--wheels", index, trace=trace)
+    assert out.returncode == 0, out.stderr[-3000:]
+    said = " ".join(out.stderr.split())
+    assert "refused" not in said, said[-2000:]
+    lines = [json.loads(ln) for ln in (wh / TREE / "manifest.jsonl").read_text().splitlines()]
+    entries = {e["package"]: e for e in lines}
+    for name in ("team-base", "team-user"):
+        assert entries[name]["status"] == "prebuilt", entries[name]
+        assert entries[name]["source"].startswith(f"team {index}"), entries[name]
+    assert entries["team-user"]["checks"]["import"].startswith("pass"), entries["team-user"]
+    assert not _compiled_anything(trace), "a build command ran"
