@@ -378,7 +378,7 @@ def _cmd_patch(args) -> int:
 
 def _cmd_index(args) -> int:
     from .console import plural
-    from .index import write_indexes
+    from .wheelhouse import write_indexes
     for tree in write_indexes(args.paths or [_project(args).wheelhouse]):
         print(f"{tree.url}  ({plural(len(tree.files), 'wheel')}, "
               f"{plural(len(tree.projects), 'project')})")

@@ -45,8 +45,8 @@ from packaging.version import Version
 from . import platforms
 from .digest import sha256_of
 from .errors import ConfigError, VerifyError
-from .wheelhouse import INDEX as SIMPLE
-from .wheelhouse import Wheelhouse
+
+SIMPLE = "simple"    # a wheelhouse directory's index lives in <dir>/simple/
 
 FILES = ".files"      # the index's copies of the wheels, by sha256; dotted, so pypiserver
                       # (which skips dot paths) does not list them beside the wheels
@@ -129,15 +129,15 @@ def scan(directory: Path) -> IndexTree:
     return IndexTree(directory, _sorted(_describe(w, sha256_of(w)) for w in wheels_in(directory)))
 
 
-def write_index(directory: Path) -> IndexTree:
-    """Write (or rewrite) ``directory``'s index, under the wheelhouse lock: ``cuforge index``."""
-    with Wheelhouse(directory).lock:
-        return _update(directory)
+def rewrite(directory: Path) -> IndexTree:
+    """Write (or rewrite) ``directory``'s index; the caller holds the wheelhouse lock
+    (``Wheelhouse.write_index``)."""
+    return _update(directory)
 
 
-def write_indexes(paths: list[Path]) -> list[IndexTree]:
-    """Check every wheel directory under ``paths`` first (so a bad wheel stops everything
-    before anything is written), then write one index per directory."""
+def checked_dirs(paths: list[Path]) -> list[Path]:
+    """The wheel directories under ``paths``, every wheel checked first (so a bad wheel stops
+    everything before anything is written)."""
     dirs = wheel_dirs(paths)
     if not dirs:
         raise ConfigError(f"no wheels under {', '.join(map(str, paths))}",
@@ -145,7 +145,7 @@ def write_indexes(paths: list[Path]) -> list[IndexTree]:
     for d in dirs:
         for wheel in wheels_in(d):
             _requires_python(wheel)
-    return [write_index(d) for d in dirs]
+    return dirs
 
 
 def refresh(directory: Path) -> IndexTree | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from . import faults
+from . import faults, index
 from .digest import sha256_of  # noqa: F401  (re-exported: the manifest's wheel hash)
 from .errors import VerifyError, WheelhouseError
 
@@ -33,7 +33,6 @@ MANIFEST = "manifest.jsonl"
 TABLE = "manifest.txt"
 TABLE_WIDTHS = (9, 32, 12, 28)   # status, package, version, arches; the wheel last
 INCOMING = ".incoming-"
-INDEX = "simple"                       # a directory's package index (cuforge.index), if any
 
 
 class Status(StrEnum):
@@ -141,11 +140,13 @@ class Wheelhouse:
             self._write_table()
         self._refresh_index()   # a publish killed after its rename left the index behind
 
+    def write_index(self) -> index.IndexTree:
+        """Write (or rewrite) this directory's index under the lock: ``cuforge index``."""
+        with self.lock:
+            return index.rewrite(self.dir)
+
     def _refresh_index(self) -> None:
         """The directory's package index, if it has one, listing the wheels there now."""
-        if not (self.dir / INDEX).is_dir():
-            return            # most directories: not even the import, under the lock
-        from . import index   # imported here: cuforge.index reads the wheelhouse through us
         try:
             index.refresh(self.dir)
         except OSError as err:   # the index is derived: the wheel and its line stand
@@ -250,3 +251,8 @@ class Wheelhouse:
         faults.point("manifest")
         os.replace(tmp, self.dir / MANIFEST)
 
+
+def write_indexes(paths: list[Path]) -> list[index.IndexTree]:
+    """``cuforge index``: every wheel under ``paths`` checked first, then one index per
+    wheel directory, each written under its wheelhouse lock."""
+    return [Wheelhouse(d).write_index() for d in index.checked_dirs(paths)]

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from cuforge.errors import VerifyError
-from cuforge.index import scan, write_indexes
+from cuforge.index import scan
+from cuforge.wheelhouse import write_indexes
 from cuforge.wheelmeta import torch_requirement
 from cuforge.tools import find_uv
 

@@ -32,7 +32,7 @@ import verify_builders as vb  # noqa: E402
 from cuforge import index  # noqa: E402
 from cuforge.digest import sha256_of  # noqa: E402
 from cuforge.venv import find_uv  # noqa: E402
-from cuforge.wheelhouse import Entry, Wheelhouse  # noqa: E402
+from cuforge.wheelhouse import Entry, Wheelhouse, write_indexes  # noqa: E402
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 PUBLISH = r"""
@@ -112,7 +112,7 @@ def rebuilt(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("wh") / TREE
     d.mkdir(parents=True)
     assert publish(d, "cuforge-tiny-a", "first").returncode == 0
-    index.write_indexes([d])
+    write_indexes([d])
     first = sha256_of(next(d.glob("*.whl")))
     assert publish(d, "cuforge-tiny-a", "second").returncode == 0
     assert sha256_of(next(d.glob("*.whl"))) != first

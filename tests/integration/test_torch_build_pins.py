@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verif
 import verify_builders as vb  # noqa: E402
 
 from cuforge import importguard, wheelmeta  # noqa: E402
-from cuforge.index import write_indexes  # noqa: E402
+from cuforge.wheelhouse import write_indexes  # noqa: E402
 from cuforge.venv import find_uv  # noqa: E402
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"

@@ -13,7 +13,7 @@ import verify_builders as vb  # noqa: E402
 
 from cuforge import platforms  # noqa: E402
 from cuforge.errors import ConfigError, SourceError  # noqa: E402
-from cuforge.index import write_indexes  # noqa: E402
+from cuforge.wheelhouse import write_indexes  # noqa: E402
 from cuforge.teamwheels import candidates, download, list_wheels  # noqa: E402
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
