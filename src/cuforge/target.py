@@ -51,7 +51,7 @@ class Target:
     def no_device(self) -> str:
         """Why no GPU can be visible to the target's Python here ("" natively): QEMU user mode
         runs the aarch64 torch, but no aarch64 driver reaches a device."""
-        return (f"{self.platform} code runs under QEMU here, which reaches no GPU"
+        return (f"{self.platform.name} code runs under QEMU here, which reaches no GPU"
                 if self.emulator else "")
 
     @property

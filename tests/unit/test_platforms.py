@@ -75,3 +75,18 @@ def test_cli_build_of_an_aarch64_combo_is_one_clear_message(tmp_path):
     assert proc.returncode == ConfigError.exit_code, proc.stderr
     assert "aarch64 wheels are built on aarch64" in " ".join(proc.stderr.split())
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(platforms.host().machine == "aarch64", reason="this machine builds aarch64")
+def test_an_emulated_target_names_why_no_gpu_is_visible_and_where_its_headers_are():
+    """What verification and the header check read off the target: under QEMU no GPU (the
+    smoke is skipped without a probe) and the emulation root as the cross compiler's
+    sysroot; natively neither."""
+    project = find_project()
+    combos = {c.id: c for c in load_combos(project)}
+    emulated = resolve(project, combos["spark-emulated"])
+    assert emulated.no_device == "linux-aarch64 code runs under QEMU here, which reaches no GPU"
+    assert emulated.sysroot == project.state_dir / "emulation" / "linux-aarch64" / "root"
+    native = resolve(project, next(c for c in combos.values() if c.target == platforms.host()
+                                   and not c.interpreter))
+    assert native.no_device == "" and native.sysroot is None
