@@ -27,21 +27,12 @@ import verify_builders as vb  # noqa: E402
 from cuforge import importguard, wheelmeta  # noqa: E402
 from cuforge.wheelhouse import write_indexes  # noqa: E402
 from cuforge.venv import find_uv  # noqa: E402
+from test_wheel_pins import EXT_INIT, TORCH_INIT  # noqa: E402  (the same fake torch and extension)
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}" \
       f"{sys.version_info.minor}-linux_x86_64"
 RUNTIME = 'cuda-toolkit[cudart]==13.0.3; platform_system == "Linux"'   # torch 2.14.1's, cut down
-TORCH_INIT = """import ctypes, os
-__version__ = {version!r}
-ctypes.CDLL(os.path.join(os.path.dirname(__file__), "lib", "libc10.so"), mode=ctypes.RTLD_GLOBAL)
-"""
-EXT_INIT = """import ctypes, os
-import torch  # noqa: F401
-_lib = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "_ext.so"))
-def add(a, b):
-    return _lib.tiny_add(a, b)
-"""
 # each build of torch 2.14.1 PyTorch publishes (and one no table knows), with the CUDA runtime
 # its metadata requires; None: a CPU or ROCm build, which requires none
 WRONG = {"2.14.1+cu126": "12.6.3", "2.14.1+cu128": "12.8.1", "2.14.1+rocm6.4": None,

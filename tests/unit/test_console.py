@@ -155,35 +155,6 @@ def test_heartbeat_speaks_on_a_pipe_and_not_on_a_terminal():
 
 
 def test_progress_lines_say_what_a_live_display_shows():
-    from cuforge.console import live_progress, progress_lines
-    progress = live_progress(__import__("rich.console").console.Console(file=__import__("io").StringIO()))
-    progress.add_task("demo: building for 12.0", total=None)
-    progress.add_task("spconv: [12/775]", total=775, completed=12)
-    lines = progress_lines(progress)
-    assert lines[0].startswith("demo: building for 12.0 (") and lines[1].endswith(", 12/775)")
-
-
-def test_heartbeat_speaks_on_a_pipe_and_not_on_a_terminal():
-    """A long step under a live display prints nothing where no terminal shows it; the
-    heartbeat says what still runs, at its interval; on a terminal it stays quiet."""
-    import io
-    import time
-
-    from rich.console import Console
-
-    from cuforge.console import heartbeat
-    pipe = Console(file=io.StringIO(), force_terminal=False, width=200)
-    with heartbeat(pipe, lambda: ["demo: building (3 s)"], every=0.1):
-        time.sleep(0.55)
-    beats = pipe.file.getvalue().splitlines()
-    assert 4 <= len(beats) <= 6 and set(beats) == {"... still running: demo: building (3 s)"}
-    tty = Console(file=io.StringIO(), force_terminal=True, width=200)
-    with heartbeat(tty, lambda: ["demo"], every=0.1):
-        time.sleep(0.3)
-    assert tty.file.getvalue() == ""
-
-
-def test_progress_lines_say_what_a_live_display_shows():
     import io
 
     from rich.console import Console
