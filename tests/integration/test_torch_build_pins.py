@@ -27,7 +27,7 @@ import verify_builders as vb  # noqa: E402
 from cuforge import importguard, wheelmeta  # noqa: E402
 from cuforge.wheelhouse import write_indexes  # noqa: E402
 from cuforge.venv import find_uv  # noqa: E402
-from test_wheel_pins import EXT_INIT, TORCH_INIT  # noqa: E402  (the same fake torch and extension)
+from test_wheel_pins import EXT_INIT, TORCH_INIT, _gxx  # noqa: E402  (the same fake torch and extension)
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}" \
@@ -39,14 +39,6 @@ WRONG = {"2.14.1+cu126": "12.6.3", "2.14.1+cu128": "12.8.1", "2.14.1+rocm6.4": N
          "2.14.1+cpu": None, "2.14.1+cu135": "13.5.0"}
 RIGHT = {"2.14.1": "13.0.3",          # PyPI's plain 2.14.1, the build it was compiled against
          "2.14.1+cu130": "13.0.3"}    # the same build from download.pytorch.org
-
-
-def _gxx(out: Path, source: str, *flags: str) -> bytes:
-    src = out.with_suffix(".cpp")
-    src.write_text(source)
-    subprocess.run(["g++", "-shared", "-fPIC", "-O1", str(src), "-o", str(out), *flags],
-                   check=True, capture_output=True)
-    return out.read_bytes()
 
 
 @pytest.fixture(scope="module")
