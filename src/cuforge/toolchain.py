@@ -41,8 +41,11 @@ class Toolkit:
         return self.root / "bin" / "cuobjdump"
 
 
-def nvcc_version(nvcc: Path) -> Version:
-    out = capture([str(nvcc), "--version"], error=ToolchainError)
+def nvcc_version(nvcc: Path, env: dict[str, str] | None = None) -> Version:
+    """``nvcc --version``'s release; ``env``: what running it needs on top of ours (under
+    emulation the env's nvcc is an aarch64 program, which QEMU runs only with the target's
+    loader, ``QEMU_LD_PREFIX``)."""
+    out = capture([str(nvcc), "--version"], env=env, error=ToolchainError)
     m = re.search(r"release (\d+\.\d+)", out)
     if not m:
         raise ToolchainError(f"cannot read the CUDA version from `{nvcc} --version`")
@@ -90,7 +93,8 @@ def find_system_toolkit(expected: Version) -> Toolkit:
 _LAYOUT = "layout 2: merged dirs, hard-linked bin, unversioned dev names, targets/"
 
 
-def assemble_pypi_toolkit(site_packages: Path, dest: Path, machine: str = "") -> Toolkit:
+def assemble_pypi_toolkit(site_packages: Path, dest: Path, machine: str = "", *,
+                          env: dict[str, str] | None = None) -> Toolkit:
     """Merge ``site-packages/nvidia/*/{bin,include,lib,nvvm}`` into one root at ``dest``.
 
     CUDA 13 wheels share ``nvidia/cu13``; CUDA 12 wheels spread over ``nvidia/cuda_nvcc``,
@@ -133,14 +137,15 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path, machine: str = "") ->
             dest.rename(old)
         tmp.rename(dest)
         shutil.rmtree(old, ignore_errors=True)
-    return Toolkit(dest, nvcc_version(dest / "bin" / "nvcc"))
+    return Toolkit(dest, nvcc_version(dest / "bin" / "nvcc", env))
 
 
-def pypi_toolkit_at(dest: Path, expected: Version) -> Toolkit:
+def pypi_toolkit_at(dest: Path, expected: Version, *,
+                    env: dict[str, str] | None = None) -> Toolkit:
     """The toolkit ``assemble_pypi_toolkit`` made (or will make) at ``dest``, read only: its
     nvcc's version once it is there, else the combo's (the env's wheels are pinned to it)."""
     nvcc = dest / "bin" / "nvcc"
-    return Toolkit(dest, nvcc_version(nvcc) if nvcc.exists() else expected)
+    return Toolkit(dest, nvcc_version(nvcc, env) if nvcc.exists() else expected)
 
 
 _TARGET = {"aarch64": "sbsa"}   # CUDA's name for 64-bit Arm servers

@@ -230,12 +230,13 @@ def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
              assemble: bool = True) -> Toolkit:
     """The env's toolkit; without ``assemble``, where it is (or will be) and its version, with
     nothing written (``--dry-run``)."""
+    run_env = dict(target.step_env())   # the env's own nvcc is the target's program
     if combo.toolkit == "system":
         toolkit = find_system_toolkit(combo.accel.cuda)
     elif assemble:
-        toolkit = assemble_pypi_toolkit(info.site_packages, dest, target.machine)
+        toolkit = assemble_pypi_toolkit(info.site_packages, dest, target.machine, env=run_env)
     else:
-        toolkit = pypi_toolkit_at(dest, combo.accel.cuda)
+        toolkit = pypi_toolkit_at(dest, combo.accel.cuda, env=run_env)
     # Before anything compiles: a host compiler that links libstdc++ statically is replaced
     # (or refused with the fix) here, once per build.
     host, note = hostcxx.choose(combo.host_cxx, combo.host_cc, combo.host_fallbacks,

@@ -71,7 +71,8 @@ def test_so_holds_sm121_and_sm120_sass_and_compute121_ptx(built, tmp_path):
     _, wheel = built
     with zipfile.ZipFile(wheel) as zf:
         so = zf.extract(next(n for n in zf.namelist() if n.endswith(".so")), tmp_path)
-    cuobjdump = next((ROOT / ".cuforge" / "envs").glob(f"{COMBO}-*/cuda/bin/cuobjdump"))
+    envs = find_project(ROOT).state_dir / "envs"   # CUFORGE_STATE, if set
+    cuobjdump = next(envs.glob(f"{COMBO}-*/cuda/bin/cuobjdump"))
     out = subprocess.run([str(cuobjdump), "--list-elf", "--list-ptx", so],
                          capture_output=True, text=True, check=True).stdout
     sass = sorted(l.rsplit(".", 2)[-2] for l in out.splitlines() if l.startswith("ELF"))
