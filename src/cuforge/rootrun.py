@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,20 @@ def unusable(state_dir: Path, emu: Emulator) -> str:
     return ""
 
 
+def local_indexes(environ: Mapping[str, str]) -> list[str]:
+    """The local package indexes and wheel folders pip's and uv's variables name. A static
+    simple index links its files relative to itself, often one level up (this machine's
+    mirror: ``/opt/pypi/simple`` beside ``/opt/pypi/files``), so its parent is taken."""
+    found = []
+    for name, value in environ.items():
+        if name.startswith(("UV_", "PIP_")):
+            for word in re.split(r"[\s,]+", value):
+                local = Path(word.removeprefix("file://"))
+                if local.is_absolute() and local.exists():
+                    found.append(str(local.parent if local.name == "simple" else local))
+    return found
+
+
 def data_binds(project_root: Path, state_dir: Path) -> list[str]:
     """The host paths the target sees: the project, its state, where their links lead (a
     bench's project and state link the checkout's), the checkout this cuforge runs from (an
@@ -78,12 +93,7 @@ def data_binds(project_root: Path, state_dir: Path) -> list[str]:
     cache = os.environ.get("UV_CACHE_DIR") or _uv_cache_dir()
     if cache:
         paths.append(cache)
-    for name, value in os.environ.items():
-        if name.startswith(("UV_", "PIP_")):
-            for word in re.split(r"[\s,]+", value):
-                local = word.removeprefix("file://")
-                if local.startswith("/") and Path(local).exists():
-                    paths.append(local)
+    paths += local_indexes(os.environ)
     out: list[str] = []
     for p in sorted(set(paths)):
         if Path(p).exists() and not any(p.startswith(q + "/") for q in out):

@@ -70,3 +70,16 @@ def test_unusable_names_what_is_missing(tmp_path):
         assert "no native toolchain yet" in why and str(tmp_path) in why
     else:
         assert why == "no binfmt_misc registration runs linux-aarch64 programs"
+
+
+def test_a_local_simple_index_is_shown_with_the_files_it_links_beside_it(tmp_path):
+    """This machine's mirror is file:///opt/pypi/simple, whose pages link ../files/*.whl: with
+    only simple/ bound, uv in the root failed to open the wheels (CI, the Spark-path test)."""
+    mirror = tmp_path / "pypi"
+    (mirror / "simple").mkdir(parents=True)
+    (mirror / "files").mkdir()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    found = rootrun.local_indexes({"UV_EXTRA_INDEX_URL": f"file://{mirror}/simple/ https://x/",
+                                   "PIP_FIND_LINKS": str(wheels), "HOME": str(tmp_path)})
+    assert found == [str(mirror), str(wheels)]
