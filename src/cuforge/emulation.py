@@ -85,6 +85,14 @@ class Emulator:
     def wrappers(self, state_dir: Path) -> Path:
         return self.home(state_dir) / "bin"
 
+    def variables(self, state_dir: Path) -> dict[str, str]:
+        """What every emulated command's environment gets: the target root for QEMU's loader,
+        and nvcc's flags for the target (its sysroot, its machine)."""
+        out = {"QEMU_LD_PREFIX": str(self.root_dir(state_dir))}
+        if self.nvcc_flags:
+            out["NVCC_PREPEND_FLAGS"] = self.nvcc_flags
+        return out
+
     def python(self, state_dir: Path, version: str) -> Path:
         if version not in self.pythons:
             raise ConfigError(f"no {self.platform} Python {version} for emulation (envs/{TABLE} "
@@ -434,16 +442,9 @@ def environment(state_dir: Path, emu: Emulator) -> dict[str, str]:
     """This process's environment with what emulated builds need: the target root for the
     emulator's loader, the sysroot compiler wrappers first on PATH, nvcc's target directory."""
     env = dict(os.environ)
-    env.update(variables(state_dir, emu))
+    env.update(emu.variables(state_dir))
     env["PATH"] = os.pathsep.join([str(emu.wrappers(state_dir)), os.environ.get("PATH", "")])
     return env
-
-
-def variables(state_dir: Path, emu: Emulator) -> dict[str, str]:
-    out = {"QEMU_LD_PREFIX": str(emu.root_dir(state_dir))}
-    if emu.nvcc_flags:
-        out["NVCC_PREPEND_FLAGS"] = emu.nvcc_flags
-    return out
 
 
 # --- native tools --------------------------------------------------------------------------

@@ -60,21 +60,3 @@ def host() -> Platform:
             return p
     return Platform(f"linux-{machine}", machine, f"{machine}-manylinux_2_28",
                     (f"linux_{machine}", f"manylinux*_{machine}"))
-
-
-def require_native(target: Platform, what: str, *, emulate: bool = False) -> None:
-    """Refuse to build (or create an env) for another machine unless emulation was asked for:
-    torch, the toolkit wheels and the import check must run where they build, which on another
-    machine means under QEMU (``--emulate`` or a combo's ``emulate = true``, cuforge.emulation)."""
-    here = host()
-    if target.machine != here.machine and not emulate:
-        raise ConfigError(
-            f"{what} targets {target.name}, but this machine is {here.name}: "
-            f"{target.machine} wheels are built on {target.machine}, or here under emulation "
-            "only when asked: by default cuforge does not cross-compile",
-            hint=f"pass --emulate (QEMU user mode; for {target.name} from here the combo "
-                 "spark-emulated, Python 3.11; `cuforge doctor` says whether emulation works, "
-                 "docs/dgx-spark.md), or run the same command on a "
-                 f"{target.name} machine (the DGX Spark itself or an arm64 CI runner, see "
-                 "`invoke ci-matrix`); `cuforge resolve` checks that the combo's torch and "
-                 "toolkit install there")

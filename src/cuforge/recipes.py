@@ -198,22 +198,11 @@ def load_recipes(project: Project) -> dict[str, Recipe]:
 
 
 def _check_patch_sets(project: Project, recipe: Recipe) -> None:
-    """Every patch set a recipe names exists, is valid TOML and targets paths inside the tree,
-    so a typo stops the run before anything is built (the rest is checked when it applies)."""
-    from .patching import available_sets   # lazily: the engine is not small
-    from .patching.manifest import check_target
-    for name in (*recipe.patches, *recipe.arches.native_patches):
-        path = project.patches_dir / name / "patch.toml"
-        if not path.is_file():
-            known = ", ".join(available_sets(project.patches_dir)) or "none"
-            raise ConfigError(f"recipe {recipe.name} ({recipe.file}) names patch set {name!r}, "
-                              f"which does not exist under {project.patches_dir}",
-                              hint=f"fix `patches` in the recipe (known sets: {known}) or add "
-                              f"patches/{name}/patch.toml")
-        for i, table in enumerate(read_toml(path, "patch set").get("patch", [])):
-            for key in ("file", "files"):
-                if isinstance(table.get(key), str):
-                    check_target(table[key], key, f"{path} patch {table.get('id', i + 1)!r}")
+    """Every patch set a recipe names exists and targets paths inside the tree, so a typo stops
+    the run before anything is built (the rest is checked when it applies)."""
+    from .patching.manifest import check_named_sets   # lazily: the engine is not small
+    check_named_sets(project.patches_dir, (*recipe.patches, *recipe.arches.native_patches),
+                     f"recipe {recipe.name} ({recipe.file})", "fix `patches` in the recipe")
 
 
 def parse_recipe(path: Path) -> Recipe:

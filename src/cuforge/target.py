@@ -19,7 +19,8 @@ from .combos import Combo
 from .errors import ToolchainError
 from .platforms import Platform
 from .project import Project
-from .tools import find_python, which
+from .errors import ConfigError
+from .tools import native_python
 
 
 @dataclass(frozen=True)
@@ -93,21 +94,38 @@ def resolve(project: Project, combo: Combo) -> Target:
     """The decision for ``combo`` on this machine. Raises ConfigError for another machine's
     combo unless emulation was asked for (``--emulate``, ``emulate = true``)."""
     host = platforms.host()
-    platforms.require_native(combo.target, f"combo {combo.id}", emulate=combo.emulate)
+    require_native(combo, host)
     emu = emulation.for_combo(project, combo)
     env: tuple[tuple[str, str], ...] = ()
     bin_dirs: tuple[Path, ...] = ()
     missing = None
     if emu is not None:
         base = str(emu.python(project.state_dir, combo.python))
-        env = tuple(emulation.variables(project.state_dir, emu).items())
+        env = tuple(emu.variables(project.state_dir).items())
         bin_dirs = (emu.wrappers(project.state_dir),)
-    elif combo.interpreter:
-        base = which(combo.interpreter)
     else:
         try:
-            base = str(find_python(combo.python))
+            base = native_python(combo.interpreter, combo.python)
         except ToolchainError as err:
             base, missing = f"python{combo.python}", err
     return Target(combo.id, combo.target, host, emu, base, env, bin_dirs, project.state_dir,
                   missing)
+
+
+def require_native(combo: Combo, host: Platform) -> None:
+    """Refuse another machine's combo unless emulation was asked for: torch, the toolkit wheels
+    and the import check must run where they build, which on another machine means under QEMU
+    (``--emulate`` or a combo's ``emulate = true``, cuforge.emulation)."""
+    target = combo.target
+    if target.machine == host.machine or combo.emulate:
+        return
+    raise ConfigError(
+        f"combo {combo.id} targets {target.name}, but this machine is {host.name}: "
+        f"{target.machine} wheels are built on {target.machine}, or here under emulation "
+        "only when asked: by default cuforge does not cross-compile",
+        hint=f"pass --emulate (QEMU user mode; for {target.name} from here the combo "
+             "spark-emulated, Python 3.11; `cuforge doctor` says whether emulation works, "
+             "docs/dgx-spark.md), or run the same command on a "
+             f"{target.name} machine (the DGX Spark itself or an arm64 CI runner, see "
+             "`invoke ci-matrix`); `cuforge resolve` checks that the combo's torch and "
+             "toolkit install there")

@@ -17,6 +17,12 @@ def which(interpreter: str) -> str:
     return shutil.which(interpreter) or interpreter
 
 
+def native_python(interpreter: str, version: str) -> str:
+    """The Python a native combo's venv is made from: its ``interpreter``, else ``version``
+    found on this machine (raises ToolchainError when there is none)."""
+    return which(interpreter) if interpreter else str(find_python(version))
+
+
 def find_uv() -> str:
     try:
         from uv import find_uv_bin

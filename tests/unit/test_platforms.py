@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from cuforge import platforms
 from cuforge.combos import load_combos
 from cuforge.errors import ConfigError
 from cuforge.project import find_project
-from cuforge.target import resolve
+from cuforge.target import require_native, resolve
 
 
 def _other_platform() -> platforms.Platform:
@@ -48,13 +49,16 @@ def test_spark_combos_are_aarch64_with_sm121_first():
 
 def test_require_native_refuses_another_machine():
     other = _other_platform()
+    project = find_project()
+    combo = next(c for c in load_combos(project) if c.target.machine == other.machine
+                 and not c.emulate)
     with pytest.raises(ConfigError) as err:
-        platforms.require_native(other, "combo x")
+        require_native(combo, platforms.host())
     text = str(err.value)
     assert f"{other.machine} wheels are built on {other.machine}" in text
     assert "\n  fix: pass --emulate" in text and "run the same command on a" in text
-    platforms.require_native(platforms.host(), "combo y")   # the host itself is fine
-    platforms.require_native(other, "combo z", emulate=True)   # asked for: allowed
+    require_native(combo, other)   # on its own machine it is fine
+    require_native(replace(combo, emulate=True), platforms.host())   # asked for: allowed
 
 
 def test_the_target_refuses_another_platform(tmp_path):

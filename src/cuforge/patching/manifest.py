@@ -45,6 +45,22 @@ def available_sets(patches_dir: Path) -> list[str]:
     return sorted(p.parent.name for p in patches_dir.glob(f"*/{MANIFEST}"))
 
 
+def check_named_sets(patches_dir: Path, names: tuple[str, ...], owner: str, fix: str) -> None:
+    """The patch sets ``owner`` names exist under ``patches_dir`` and each patch targets a path
+    inside the tree (read as TOML only: the full load happens when a set is applied)."""
+    for name in names:
+        path = patches_dir / name / MANIFEST
+        if not path.is_file():
+            known = ", ".join(available_sets(patches_dir)) or "none"
+            raise ConfigError(f"{owner} names patch set {name!r}, which does not exist under "
+                              f"{patches_dir}", hint=f"{fix} (known sets: {known}) or add "
+                              f"patches/{name}/{MANIFEST}")
+        for i, table in enumerate(read_toml(path, "patch set").get("patch", [])):
+            for key in ("file", "files"):
+                if isinstance(table.get(key), str):
+                    check_target(table[key], key, f"{path} patch {table.get('id', i + 1)!r}")
+
+
 def _resolve(name_or_path: str | Path, patches_dir: Path | None) -> Path:
     """Find the directory of a patch set given its name or a path to it (or to its manifest)."""
     candidate = Path(name_or_path)

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Count the *stays* along a call path: how often a reader who follows a request through the
+code lands in another module (issue 31's measure of how spread out one decision is).
+
+usage: python devtools/stays.py [--depth N] [--src DIR] [--show] [MODULE:FUNCTION]
+       default: cuforge.pipeline:build, depth 3, src/
+
+The reader starts in the function, reads its calls in source order and follows each one that
+lands in a function of the package (a module-level function, a class - its ``__init__`` - or a
+``self.`` method), down to DEPTH calls below the start. A function already read is not read
+again. Coming back to the caller counts as landing there again when the caller goes on to
+follow another call. A stay is each landing in a module other than the one the reader is in;
+the first module is stay 1. Calls the code makes through data (a handler table, a callback)
+are not followed: a reader sees the table, not a call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FuncKey = tuple[str, str]   # (module, "func" or "Class.method")
+
+
+@dataclass
+class Module:
+    name: str
+    path: Path
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+    classes: set[str] = field(default_factory=set)
+    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)   # alias -> (mod, attr)
+
+
+def load_package(src: Path, package: str) -> dict[str, Module]:
+    modules: dict[str, Module] = {}
+    names = set(_module_names(src, package))
+    for path in sorted((src / package).rglob("*.py")):
+        rel = path.relative_to(src).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        mod = Module(".".join(parts), path)
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                mod.functions[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                mod.classes.add(node.name)
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        mod.functions[f"{node.name}.{item.name}"] = item
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(tree):   # lazy imports inside functions count as well
+            if isinstance(node, ast.ImportFrom):
+                base = mod.name.split(".") if is_pkg else mod.name.split(".")[:-1]
+                if node.level:
+                    base = base[: len(base) - node.level + 1]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                for alias in node.names:
+                    target = f"{stem}.{alias.name}"
+                    mod.imports[alias.asname or alias.name] = (
+                        (target, None) if target in names else (stem, alias.name))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        mod.imports[alias.asname] = (alias.name, None)
+        modules[mod.name] = mod
+    return modules
+
+
+def _module_names(src: Path, package: str) -> list[str]:
+    out = []
+    for path in (src / package).rglob("*.py"):
+        rel = path.relative_to(src).with_suffix("")
+        out.append(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+    return out
+
+
+def _request_flag(test: ast.expr) -> tuple[str, bool] | None:
+    """``if req.dry_run:`` / ``if not self.req.dry_run:`` -> ("dry_run", True / False)."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    node = test.operand if negated else test
+    if isinstance(node, ast.Attribute):
+        owner = node.value
+        if (isinstance(owner, ast.Name) and owner.id == "req") or (
+                isinstance(owner, ast.Attribute) and owner.attr == "req"):
+            return node.attr, not negated
+    return None
+
+
+def _calls_in_order(func: ast.AST, off: frozenset[str] = frozenset()) -> list[ast.Call]:
+    """The calls in a function body in reading order (outer call before its arguments), not
+    those of functions or classes defined inside it. ``off``: the request's flags that are
+    false, so an ``if req.FLAG:`` body is a branch this request does not take."""
+    calls: list[ast.Call] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and (flag := _request_flag(node.test)) and flag[0] in off:
+            visit_all(node.orelse if flag[1] else node.body)
+            return
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.Call):
+                calls.append(child)
+            visit(child)
+
+    def visit_all(nodes: list[ast.stmt]) -> None:
+        for stmt in nodes:
+            visit(stmt)
+
+    visit(func)
+    return calls
+
+
+def local_instances(func: ast.AST, where: FuncKey, modules: dict[str, Module]
+                    ) -> dict[str, FuncKey]:
+    """``name = SomeClass(...)`` in a function: ``name.method()`` is then SomeClass's method."""
+    out: dict[str, FuncKey] = {}
+    for node in ast.walk(func):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
+            init = resolve_call(node.value, where, modules, {})
+            if init and init[1].endswith(".__init__"):
+                out[node.targets[0].id] = init
+    return out
+
+
+def resolve_call(call: ast.Call, where: FuncKey, modules: dict[str, Module],
+                 instances: dict[str, FuncKey]) -> FuncKey | None:
+    mod = modules[where[0]]
+    cls = where[1].split(".")[0] if "." in where[1] else None
+
+    def named(module: str, name: str) -> FuncKey | None:
+        target = modules.get(module)
+        if target is None:
+            return None
+        if name in target.functions:
+            return (module, name)
+        if name in target.classes:
+            return (module, f"{name}.__init__") if f"{name}.__init__" in target.functions else None
+        if name in target.imports:   # a re-export: follow it to where it is defined
+            src_mod, attr = target.imports[name]
+            return named(src_mod, attr) if attr else None
+        return None
+
+    fn = call.func
+    if isinstance(fn, ast.Name):
+        if fn.id in mod.functions or fn.id in mod.classes:
+            return named(mod.name, fn.id)
+        if fn.id in mod.imports:
+            src_mod, attr = mod.imports[fn.id]
+            return named(src_mod, attr) if attr else None
+        return None
+    if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name):
+        owner = fn.value.id
+        if owner in instances:                       # executor = Executor(...); executor.run()
+            module, init = instances[owner]
+            key = f"{init.split('.')[0]}.{fn.attr}"
+            return (module, key) if key in modules[module].functions else None
+        if owner == "self" and cls:
+            return (mod.name, f"{cls}.{fn.attr}") if f"{cls}.{fn.attr}" in mod.functions else None
+        if owner in mod.classes:
+            key = f"{owner}.{fn.attr}"
+            return (mod.name, key) if key in mod.functions else None
+        if owner in mod.imports:
+            src_mod, attr = mod.imports[owner]
+            if attr is None:                         # a module: mod.func(...)
+                return named(src_mod, fn.attr)
+            key = f"{attr}.{fn.attr}"                # an imported class: Class.method(...)
+            target = modules.get(src_mod)
+            return (src_mod, key) if target and key in target.functions else None
+    return None
+
+
+def default_off(modules: dict[str, Module], module: str, request: str) -> frozenset[str]:
+    """The request's flags that are off unless asked: its dataclass's ``bool = False`` fields."""
+    path = modules[module].path
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ClassDef) and node.name == request:
+            return frozenset(
+                item.target.id for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                and isinstance(item.value, ast.Constant) and item.value.value is False)
+    return frozenset()
+
+
+def stays(start: FuncKey, modules: dict[str, Module], depth: int,
+          off: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """Each stay in reading order, as (module, the call that lands there): the start, then
+    every call followed from one module into another (a call within a module keeps the reader
+    where it is)."""
+    seen: set[FuncKey] = set()
+    entered: list[tuple[str, str]] = [(start[0], start[1])]
+
+    def read(key: FuncKey, level: int) -> None:
+        seen.add(key)
+        if level == depth:
+            return
+        func = modules[key[0]].functions[key[1]]
+        instances = local_instances(func, key, modules)
+        for call in _calls_in_order(func, off):
+            callee = resolve_call(call, key, modules, instances)
+            if callee is None or callee in seen:
+                continue
+            if callee[0] != key[0]:
+                entered.append((callee[0], f"{callee[1]}  <- {key[0].split('.')[-1]}.{key[1]}"))
+            read(callee, level + 1)
+
+    read(start, 0)
+    return entered
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("start", nargs="?", default="cuforge.pipeline:build")
+    parser.add_argument("--depth", type=int, default=3)
+    parser.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1] / "src")
+    parser.add_argument("--show", action="store_true", help="list the stays in order")
+    parser.add_argument("--request", default="BuildRequest",
+                        help="the request class beside the start whose False flags prune "
+                        "`if req.FLAG:` branches (default: BuildRequest, a plain `cuforge build`)")
+    parser.add_argument("--flag", action="append", default=[], metavar="NAME",
+                        help="a request flag that is on (e.g. dry_run, upstream_tests)")
+    args = parser.parse_args(argv)
+    module, func = args.start.split(":")
+    modules = load_package(args.src, module.split(".")[0])
+    if module not in modules or func not in modules[module].functions:
+        print(f"stays: no function {args.start} under {args.src}", file=sys.stderr)
+        return 2
+    off = default_off(modules, module, args.request) - set(args.flag)
+    visits = stays((module, func), modules, args.depth, off)
+    if args.show:
+        for i, (m, via) in enumerate(visits, 1):
+            print(f"{i:3} {m}: {via}")
+    per_module: dict[str, int] = {}
+    for m, _ in visits:
+        per_module[m] = per_module.get(m, 0) + 1
+    most = ", ".join(f"{m.split('.')[-1]} {n}" for m, n in
+                     sorted(per_module.items(), key=lambda kv: -kv[1])[:5])
+    on = "".join(f", {f}" for f in args.flag)
+    print(f"{args.start} (depth {args.depth}{on}): {len(visits)} stays in {len(per_module)} modules"
+          f" (most entered: {most})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
