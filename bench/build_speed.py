@@ -25,8 +25,9 @@ that reuses the combo env (nothing of the checkout's own state is touched):
 - serial vs side by side: ``--set`` built ``--one-at-a-time`` and then side by side, and a
   multi-extension package with ``CUFORGE_SERIAL_EXTENSIONS=1`` vs without;
 - ``nvcc -t``: the demo kernels for 4 arches with ``-t 1`` and ``-t N``;
-- emulated: the demo built cold for the emulated linux-aarch64 combo (``--emulated-combo``,
-  QEMU; docs/dgx-spark.md) over the same build for ``--combo`` natively (goal: <= 10x).
+- emulated: each of ``--emulated-packages`` (default: the demo) built cold for the emulated
+  linux-aarch64 combo (``--emulated-combo``, QEMU; docs/dgx-spark.md) over the same build for
+  ``--combo`` natively, whole build and compile alone (goal: <= 10x).
   Needs ``cuforge emulation setup`` and the emulated env (a first build creates it).
 - spark: the demo built cold fully as aarch64 (combo spark-3.11 by the aarch64 cuforge inside
   the emulation root, ``cuforge emulation run``: sbsa nvcc, arm64 g++, all under QEMU) over
@@ -294,7 +295,10 @@ def main() -> None:
     parser.add_argument("--kill-cache", default="off,local",
                         help="compiler cache of the 'killed' rows: off, local or both")
     parser.add_argument("--emulated-combo", default="spark-emulated",
-                        help="the emulated combo of the emulated row")
+                        help="the emulated combo of the emulated rows")
+    parser.add_argument("--emulated-packages", default=DEMO,
+                        help="comma-separated packages of the emulated rows (e.g. pointops,"
+                        "pointgroup_ops,torch-scatter,cumm,spconv: hours on 2 cores)")
     parser.add_argument("--wheelhouse", default="",
                         help="keep the wheels here (default: a throw-away dir)")
     parser.add_argument("--state", default="",
@@ -406,20 +410,39 @@ def _compiled_seconds(output: str, package: str) -> float:
 
 
 def emulated_rows(bench: Bench, args) -> list[tuple]:
-    """The demo cold, natively for --combo, then under emulation for --emulated-combo (the
-    same arches): one run, one machine. Skipped, saying why, when emulation is unusable."""
+    """Each of --emulated-packages (default: the demo) cold, natively for --combo, then under
+    emulation for --emulated-combo (the same tree and arches): one run, one machine. Two
+    rows per package: the whole build (env check, fetch, compile, checks) and its compile
+    alone (``compiled ... in S s``: setup.py or pccm's generation under QEMU included,
+    dependencies that ``--rebuild`` builds again not). Skipped, saying why, when emulation
+    is unusable."""
     status = subprocess.run([sys.executable, "-m", "cuforge", "emulation", "status"],
                             capture_output=True, text=True,
                             env={**os.environ, "CUFORGE_ROOT": str(ROOT)})
     if status.returncode != 0:
         out.print(f"emulated row skipped: emulation is not usable here\n{status.stdout}")
         return []
-    if not list((bench.state / "cuforge" / "envs").glob(f"{args.emulated_combo}-torch*")):
-        bench.cold([DEMO], combo=args.emulated_combo)   # creates its env, untimed
-    native = bench.cold([DEMO])
-    emulated = bench.cold([DEMO], combo=args.emulated_combo)
-    return [(f"emulated {args.emulated_combo} / native {args.combo} (cold)", DEMO,
-             args.cuda_arch, emulated, native)]
+    for combo in (args.combo, args.emulated_combo):
+        if not list((bench.state / "cuforge" / "envs").glob(f"{combo}-torch*")):
+            bench.cold([DEMO], combo=combo)   # creates its env, untimed
+    rows = []
+    for package in args.emulated_packages.split(","):
+        native = _timed_cold(bench, package, "")
+        emulated = _timed_cold(bench, package, args.emulated_combo)
+        what = f"emulated {args.emulated_combo} / native {args.combo} (cold"
+        rows += [(f"{what})", package, args.cuda_arch, emulated[0], native[0]),
+                 (f"{what}, its compile)", package, args.cuda_arch, emulated[1], native[1])]
+        for row in rows[-2:]:   # printed as they come: spconv's pair takes hours on 2 cores
+            out.print(f"{row[0]} {package}: {row[3]:.1f} s / {row[4]:.1f} s = "
+                      f"{row[3] / row[4]:.2f}")
+    return rows
+
+
+def _timed_cold(bench: Bench, package: str, combo: str) -> tuple[float, float]:
+    """(wall seconds, the package's compile seconds) of a cold build for ``combo``."""
+    bench.wipe([package])
+    wall, output = bench.cuforge([package], "--rebuild", combo=combo)
+    return wall, _compiled_seconds(output, package)
 
 
 def spark_rows(bench: Bench, args) -> list[tuple]:
