@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 from pathlib import Path
@@ -27,6 +28,7 @@ TREES = {
     "simple-knn": "milo/submodules/simple-knn",
     "swin3d": "swin3d",
     "flash-attn": "flash_attn",
+    "cumm": "cumm",
 }
 
 
@@ -281,3 +283,43 @@ def test_flash_attn_patched_refuses_an_arch_it_cannot_build(tmp_path: Path) -> N
     apply(load_patch_set("flash-attn", PATCHES), root)
     with pytest.raises(RuntimeError, match="FLASH_ATTN_CUDA_ARCHS: '75' is not an arch"):
         fixture_nvcc_flags(root, tmp_path, "75")
+
+
+def _load_common(root: Path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fixture_cumm_common", root / "cumm/common.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _toolkit(tmp_path: Path, target_dir: str) -> Path:
+    """A toolkit laid out as the PyPI wheels lay it out for one machine: nvcc, libcudart,
+    cuda.h under targets/<target_dir>/include."""
+    kit = tmp_path / f"cuda-{target_dir}"
+    (kit / "bin").mkdir(parents=True)
+    (kit / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (kit / "bin" / "nvcc").chmod(0o755)
+    (kit / "lib").mkdir()
+    (kit / "lib" / "libcudart.so").write_bytes(b"")
+    (kit / "targets" / target_dir / "include").mkdir(parents=True)
+    (kit / "targets" / target_dir / "include" / "cuda.h").write_text("")
+    return kit
+
+
+@pytest.mark.parametrize(("machine", "target_dir"), [("aarch64", "sbsa-linux"),
+                                                      ("x86_64", "x86_64-linux")])
+def test_cumm_finds_the_toolkit_beside_nvcc_on_its_machine(tmp_path, monkeypatch, machine,
+                                                          target_dir) -> None:
+    """Unpatched, cumm links an aarch64 build against /usr/local/cuda (this machine's x86_64
+    CUDA under emulation: `cannot find -lcudart`); patched, against the combo's toolkit."""
+    import platform
+    kit = _toolkit(tmp_path, target_dir)
+    monkeypatch.setenv("PATH", f"{kit / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    root = copy_tree(tmp_path, "cumm")
+    if machine == "aarch64":
+        assert _load_common(root)._get_cuda_include_lib()[1] == Path("/usr/local/cuda/lib64")
+    apply(fixture_set("cumm", root), root)
+    includes, lib = _load_common(root)._get_cuda_include_lib()
+    assert (includes, lib) == ([kit / "targets" / target_dir / "include"], kit / "lib")
