@@ -406,10 +406,12 @@ def check(state_dir: Path, emu: Emulator, *, torch_python: Path | None = None) -
 
 def _another_checkouts(qemu: str, emu: Emulator, state_dir: Path) -> bool:
     """Is the registered ``qemu`` the QEMU that ``emulation setup`` provisioned in another
-    cuforge state dir (another clone's ``.cuforge/emulation/<platform>/qemu/...``)?"""
+    cuforge state dir (another clone's ``.cuforge/emulation/<platform>/qemu/...``)? A state
+    dir whose emulation folder links to the registered one (the bench's) owns it too."""
     own = emu.qemu_path(state_dir)
     tail = Path("emulation", emu.platform, "qemu", emu.qemu_binary)
-    return Path(qemu) != own and Path(qemu).as_posix().endswith("/" + tail.as_posix())
+    return (Path(qemu).resolve() != own.resolve()
+            and Path(qemu).as_posix().endswith("/" + tail.as_posix()))
 
 
 def verdict(ok: bool) -> str:

@@ -137,4 +137,9 @@ def test_another_checkouts_registration_is_not_this_ones(tmp_path, monkeypatch):
     # the clone that provisioned it: its own registration is fine
     mine = emulation.check(tmp_path / "other-clone" / ".cuforge", emu)[0]
     assert mine.ok, mine
+    # a state dir whose emulation folder links to that clone's (the bench's throw-away state)
+    linked = tmp_path / "bench" / "cuforge"
+    linked.mkdir(parents=True)
+    (linked / "emulation").symlink_to(tmp_path / "other-clone" / ".cuforge" / "emulation")
+    assert emulation.check(linked, emu)[0].ok
     assert emulation.verdict(False) == "not yet" and emulation.verdict(True) == "ok"
