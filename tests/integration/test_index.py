@@ -13,15 +13,14 @@ import base64
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
+from loopback_index import pypiserver
 
 from cuforge.errors import VerifyError
 from cuforge.index import scan
@@ -210,38 +209,15 @@ def test_a_wheel_in_the_wrong_platform_tree_is_refused(tmp_path):
     assert [f.project for f in scan(d).files] == ["cuforge-tiny-arm"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_pip_installs_through_pypiserver_on_loopback(indexed, tmp_path):
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "pypiserver", "run", "--host", "127.0.0.1", "--port", str(port),
-         "--disable-fallback", "--authenticate", ".", "--passwords", ".", str(indexed)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/simple/"
-    try:
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(url + "cuforge-tiny-dep/", timeout=2) as r:
-                    page = r.read().decode()
-                break
-            except OSError:
-                assert server.poll() is None, server.stdout.read()
-                time.sleep(0.2)
-        else:
-            pytest.fail(f"pypiserver did not answer on {url}")
+    with pypiserver(indexed, "cuforge-tiny-dep/") as url:
+        with urllib.request.urlopen(url + "cuforge-tiny-dep/", timeout=10) as r:
+            page = r.read().decode()
         assert "cuforge_tiny_dep-1.0-py3-none-any.whl" in page and "sha256=" in page
         py = _venv(tmp_path / "venv")
         proc = _pip(py, "--index-url", url, "cuforge-tiny-app")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert _installed(py)["cuforge-tiny-dep"] == "1.0"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def test_reindexing_leaves_only_what_the_wheels_say(tmp_path):

@@ -15,7 +15,6 @@ import http.server
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,11 +27,12 @@ import pytest
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "verify"
 sys.path.insert(0, str(FIXTURES))
 import verify_builders as vb  # noqa: E402
+from loopback_index import pypiserver  # noqa: E402
 
 from cuforge import index  # noqa: E402
 from cuforge.digest import sha256_of  # noqa: E402
 from cuforge.venv import find_uv  # noqa: E402
-from cuforge.wheelhouse import Entry, Wheelhouse, write_indexes  # noqa: E402
+from cuforge.wheelhouse import Wheelhouse, write_indexes  # noqa: E402
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 PUBLISH = r"""
@@ -134,12 +134,6 @@ def test_the_rebuild_installs_from_the_file_index(rebuilt, tmp_path, tool):
     assert build_of(python) == "second"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_for(url: str, server: subprocess.Popen | None = None) -> None:
     for _ in range(150):
         try:
@@ -155,22 +149,12 @@ def _wait_for(url: str, server: subprocess.Popen | None = None) -> None:
 def test_the_rebuild_installs_through_pypiserver(rebuilt, tmp_path, tool):
     """pypiserver serves the directory with its own index; it must not see the index's copies
     (a dot directory), or it would offer the old bytes under the same file name."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "pypiserver", "run", "--host", "127.0.0.1", "--port", str(port),
-         "--disable-fallback", "--authenticate", ".", "--passwords", ".", str(rebuilt)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/simple/"
-    try:
-        _wait_for(url + "cuforge-tiny-a/", server)
+    with pypiserver(rebuilt, "cuforge-tiny-a/") as url:
         with urllib.request.urlopen(url + "cuforge-tiny-a/", timeout=10) as r:
             page = r.read().decode()
         assert page.count(".whl#sha256=") == 1, page        # the wheel, not the old copy
         python = install(tool, tmp_path / "venv", url, "cuforge-tiny-a")
         assert build_of(python) == "second"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @pytest.mark.parametrize("tool", ["pip", "uv"])

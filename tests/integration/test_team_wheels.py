@@ -12,15 +12,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
+from loopback_index import pypiserver
 
 ROOT = Path(__file__).resolve().parents[2]
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
@@ -90,26 +88,8 @@ def team(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def served(team: Path):
     """pypiserver over the team's directory on a free loopback port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "pypiserver", "run", "--host", "127.0.0.1",
-                             "--port", str(port), "--disable-fallback", "-a", ".", "-P", ".",
-                             str(team)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/simple/"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url, timeout=2).read()
-                break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            pytest.fail(f"pypiserver did not answer on {url}")
+    with pypiserver(team) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_a_good_team_wheel_is_installed_without_compiling(served, team, tmp_path):
