@@ -22,15 +22,16 @@ from .builders import cmake_seed
 from . import builddeps
 from .checks import check_summaries, embedded_arches, log_report, smoke_script
 from .combos import Combo
+from .digest import sha256_of
 from .console import (BuildProgress, duration, heartbeat, live_progress, make_console,
                       progress_lines, verdict_line)
-from .errors import BuildError, ConfigError, CuforgeError, VerifyError
+from .errors import BuildError, CuforgeError, VerifyError
 from .plan import Action, ActionKind, PackagePlan, Plan, make_plan, own_modules, up_to_date
 from .project import Project
-from .recipes import Recipe, load_recipes, build_order
+from .recipes import Recipe, selection
 from .runner import Step, listen, run
 from .target import Target, resolve
-from .wheelhouse import Entry, Status, Wheelhouse, sha256_of
+from .wheelhouse import Entry, Status, Wheelhouse
 from .wheelmeta import wheel_requirements
 
 console = make_console(stderr=True)
@@ -80,26 +81,12 @@ class Outcome:
         return [e for e in self.entries if e.status is Status.FAILED]
 
 
-def resolve_order(req: BuildRequest, recipes: dict[str, Recipe]) -> list[Recipe]:
-    recipes = dict(recipes)   # --src replaces sources in this copy only
-    for name, path in req.src_overrides:
-        if name not in recipes:
-            raise ConfigError(f"--src {name}=...: no recipe called {name!r}",
-                              hint=f"known packages: {', '.join(sorted(recipes))}")
-        recipes[name] = replace(recipes[name], source=sources.Source(path=str(path)))
-    wanted = list(req.packages or req.combo.packages)
-    if wanted == ["all"]:
-        wanted = sorted(recipes)
-    return build_order(recipes, wanted)
-
-
 def build(project: Project, req: BuildRequest) -> Outcome:
     # decided once (dry runs too: no cross-platform plan unless emulation was asked for)
     if req.target is None:
         req = replace(req, target=resolve(project, req.combo))
-    # read once: the build runs on these even if recipes/ is edited while it compiles
-    recipes = load_recipes(project)
-    order = resolve_order(req, recipes)
+    recipes, order = selection(project, list(req.packages or req.combo.packages),
+                               req.src_overrides)
     if req.dry_run:
         from .dryrun import dry_run
         dry_run(project, req, order)
@@ -182,53 +169,50 @@ class Executor:
         free = self.plan.jobs
         stop: CuforgeError | None = None
         self.results = results   # read by summary_line, also after a failure
-        runner.resume()   # an earlier interrupted build in this process stopped the runner
+        # the runner's session innermost: an interrupt stops the commands before the pool
+        # waits for the threads that run them
         with live_progress(console) as progress, \
                 heartbeat(console, lambda: progress_lines(progress)), \
-                ThreadPoolExecutor(max(1, self.plan.jobs)) as pool:
+                ThreadPoolExecutor(max(1, self.plan.jobs)) as pool, runner.session():
             self.progress = progress
-            try:
-                while (pending and stop is None) or running:
-                    for pkg in list(pending if stop is None else ()):
-                        deps = [d for d in pkg.recipe.depends if d in _names(self.plan)]
-                        broken = [d for d in deps if d in results
-                                  and results[d].status in (Status.FAILED, Status.SKIPPED)]
-                        if broken:
-                            pending.remove(pkg)
-                            results[pkg.name] = _record_skip(
-                                self.house, self.plan.combo, pkg.recipe,
-                                f"dependency {', '.join(broken)} failed")
-                            continue
-                        if any(d not in results for d in deps):
-                            continue
-                        current = None if self.req.rebuild else up_to_date(self.house, pkg)
-                        if current is not None:
-                            pending.remove(pkg)
-                            results[pkg.name] = current
-                            self.current.add(pkg.name)
-                            console.print(f"[green]up to date[/] {current.wheel} (same recipe, "
-                                          "patches, sources, arches and torch; --rebuild to "
-                                          "build again)")
-                            continue
-                        if pkg.jobs > free and running and not self.plan.pooled:
-                            continue   # pooled: the compile slots hold the budget instead
+            while (pending and stop is None) or running:
+                for pkg in list(pending if stop is None else ()):
+                    deps = [d for d in pkg.recipe.depends if d in _names(self.plan)]
+                    broken = [d for d in deps if d in results
+                              and results[d].status in (Status.FAILED, Status.SKIPPED)]
+                    if broken:
                         pending.remove(pkg)
-                        free -= pkg.jobs
-                        running[pool.submit(self._package, pkg)] = pkg
-                    if not running:
+                        results[pkg.name] = _record_skip(
+                            self.house, self.plan.combo, pkg.recipe,
+                            f"dependency {', '.join(broken)} failed")
                         continue
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        pkg = running.pop(fut)
-                        free += pkg.jobs
-                        try:
-                            results[pkg.name] = fut.result()
-                        except CuforgeError as err:   # not --keep-going: stop after the others
-                            stop = stop or err
-                            results[pkg.name] = Entry(pkg.name, Status.FAILED)
-            except BaseException:
-                runner.stop_all()    # Ctrl-C / SIGTERM reach this thread only
-                raise
+                    if any(d not in results for d in deps):
+                        continue
+                    current = None if self.req.rebuild else up_to_date(self.house, pkg)
+                    if current is not None:
+                        pending.remove(pkg)
+                        results[pkg.name] = current
+                        self.current.add(pkg.name)
+                        console.print(f"[green]up to date[/] {current.wheel} (same recipe, "
+                                      "patches, sources, arches and torch; --rebuild to "
+                                      "build again)")
+                        continue
+                    if pkg.jobs > free and running and not self.plan.pooled:
+                        continue   # pooled: the compile slots hold the budget instead
+                    pending.remove(pkg)
+                    free -= pkg.jobs
+                    running[pool.submit(self._package, pkg)] = pkg
+                if not running:
+                    continue
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    pkg = running.pop(fut)
+                    free += pkg.jobs
+                    try:
+                        results[pkg.name] = fut.result()
+                    except CuforgeError as err:   # not --keep-going: stop after the others
+                        stop = stop or err
+                        results[pkg.name] = Entry(pkg.name, Status.FAILED)
         outcome.entries = [results[p.name] for p in self.plan.packages if p.name in results]
         if stop is not None:
             raise stop   # printed once, by the CLI

@@ -122,15 +122,13 @@ def up_to_date(house, pkg: PackagePlan):
     still there, unmodified. A wheel published before wheels carried their pins
     (``upstream_wheel`` unset, cuforge.wheelmeta), or with a torch pin that lets in other CUDA
     builds of its torch, is built again. The build and its dry run both ask this."""
-    from .digest import sha256_of
     from .wheelmeta import loosely_pinned
     entry = house.latest().get(pkg.name)
     if (entry is None or not entry.status.has_wheel or not entry.wheel
             or entry.plan_key != pkg.key or not entry.upstream_wheel
             or loosely_pinned(entry.requires)):
         return None
-    wheel = house.dir / entry.wheel
-    return entry if wheel.exists() and sha256_of(wheel) == entry.wheel_sha256 else None
+    return entry if house.intact(entry) else None
 
 
 def wheel_dir(project: Project, combo: Combo) -> Path:
@@ -151,10 +149,10 @@ def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:
     ``req`` is a pipeline.BuildRequest (jobs, verbose, prefer_prebuilt, arch_policy and
     one_at_a_time are read)."""
     combo = env.combo
-    pooled = uses_slots(order, req)
+    slot_script = slots_launcher(project, order, req)
+    pooled = slot_script is not None
     shares = ({r.name: req.jobs for r in order} if req.one_at_a_time or pooled
               else job_shares(order, req.jobs))
-    slot_script = slots.launcher_path(project.state_dir) if pooled else None   # pool() writes it
     memory = MemoryBudget(req.jobs, mem_available(),
                           alone=req.one_at_a_time or sum(r.kind != "prebuilt" for r in order) < 2)
     planned: dict[str, PackagePlan] = {}
@@ -164,11 +162,14 @@ def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:
     return Plan(combo, req.jobs, wheel_dir(project, combo), tuple(planned.values()), pooled)
 
 
-def uses_slots(order: list[Recipe], req) -> bool:
-    """Compile slots when two or more packages compile in one build (they may run side by side)
-    and the platform has FIFOs; ``--one-at-a-time`` and single packages do without."""
+def slots_launcher(project: Project, order: list[Recipe], req) -> Path | None:
+    """The compile slots' launcher script (``slots.pool`` writes it), when two or more packages
+    compile in one build (they may run side by side) and the platform has FIFOs; None for
+    ``--one-at-a-time`` and single packages, which do without."""
     compiling = sum(1 for r in order if r.kind != "prebuilt")
-    return not req.one_at_a_time and compiling > 1 and slots.available()
+    if req.one_at_a_time or compiling < 2:
+        return None
+    return slots.launcher_path(project.state_dir)
 
 
 # The fewest jobs a compiling package gets. On the H200 (16 jobs, 17 packages at one depth) an

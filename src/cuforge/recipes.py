@@ -4,7 +4,7 @@ and the build plan (dependency order) derived from them."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -375,6 +375,21 @@ def _check_scheme(url: str, where: str) -> None:
                           f"does not fetch from (allowed: {', '.join(ALLOWED_SCHEMES)}, or a "
                           "local path)",
                           hint="use the https:// address of the same file or repository")
+
+
+def selection(project: Project, wanted: list[str], src_overrides=()
+              ) -> tuple[dict[str, Recipe], list[Recipe]]:
+    """Every recipe, read once (a build runs on these even if recipes/ is edited while it
+    compiles), and the build order of ``wanted`` (``["all"]``: every recipe) with ``--src
+    NAME=PATH`` replacing those packages' sources in the order only."""
+    recipes = load_recipes(project)
+    chosen = dict(recipes)
+    for name, path in src_overrides:
+        if name not in chosen:
+            raise ConfigError(f"--src {name}=...: no recipe called {name!r}",
+                              hint=f"known packages: {', '.join(sorted(chosen))}")
+        chosen[name] = replace(chosen[name], source=Source(path=str(path)))
+    return recipes, build_order(chosen, sorted(chosen) if wanted == ["all"] else wanted)
 
 
 def build_order(recipes: dict[str, Recipe], wanted: list[str]) -> list[Recipe]:

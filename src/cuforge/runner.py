@@ -3,6 +3,7 @@ live streaming on request, and failures turned into clean errors with the log's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -142,6 +143,19 @@ def stopping() -> bool:
 def resume() -> None:
     """Start commands again (a new build in the same process, after an interrupted one)."""
     _STOPPING.clear()
+
+
+@contextlib.contextmanager
+def session() -> Iterator[None]:
+    """A build's commands: they may start (after an earlier build in this process was
+    interrupted), and an interrupt of the block stops every one of them (Ctrl-C and SIGTERM
+    reach the main thread only; the commands run in worker threads)."""
+    resume()
+    try:
+        yield
+    except BaseException:
+        stop_all()
+        raise
 
 
 def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,

@@ -45,14 +45,19 @@ def available() -> bool:
     return hasattr(os, "mkfifo") and shutil.which("dd") is not None
 
 
-def launcher_path(state_dir: Path) -> Path:
-    """Where the plan's commands find ``launcher``'s script (a plan only names it)."""
+def launcher_path(state_dir: Path) -> Path | None:
+    """Where the plan's commands find ``launcher``'s script (a plan only names it); None where
+    the platform cannot run it."""
+    return _script(state_dir) if available() else None
+
+
+def _script(state_dir: Path) -> Path:
     return state_dir / "slots" / "take-slot"
 
 
 def launcher(state_dir: Path) -> Path:
     """``<state>/slots/take-slot``, written once (atomically: builds may start side by side)."""
-    return write_script(launcher_path(state_dir), SCRIPT)
+    return write_script(_script(state_dir), SCRIPT)
 
 
 @contextmanager

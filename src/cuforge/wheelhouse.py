@@ -26,7 +26,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from . import faults, index
-from .digest import sha256_of  # noqa: F401  (re-exported: the manifest's wheel hash)
+from .digest import sha256_of
 from .errors import VerifyError, WheelhouseError
 
 MANIFEST = "manifest.jsonl"
@@ -197,6 +197,11 @@ class Wheelhouse:
         for e in self.entries():
             latest[e.package] = e
         return latest
+
+    def intact(self, entry: Entry) -> bool:
+        """The entry's wheel is here with the bytes its line records."""
+        wheel = self.dir / entry.wheel
+        return wheel.is_file() and sha256_of(wheel) == entry.wheel_sha256
 
     def _append(self, entry: Entry) -> None:
         data = (entry.line() + "\n").encode()

@@ -111,7 +111,8 @@ def test_not_a_wheel_names_the_wheelhouse_dirs(tmp_path):
 
 
 def _house_with_a_wheel(tmp_path: Path) -> Path:
-    from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
+    from cuforge.digest import sha256_of
+    from cuforge.wheelhouse import Entry, Wheelhouse
     import zipfile
     house = tmp_path / "wh" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
     house.mkdir(parents=True)

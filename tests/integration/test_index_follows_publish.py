@@ -40,7 +40,8 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import verify_builders as vb
-from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
+from cuforge.digest import sha256_of
+from cuforge.wheelhouse import Entry, Wheelhouse
 directory, scratch, package, builds = Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], sys.argv[5:]
 for build in builds:
     w = vb.make_wheel(scratch / build, package, {package.replace("-", "_") + ".py":

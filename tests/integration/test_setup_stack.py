@@ -19,7 +19,8 @@ import pytest
 from cuforge.combos import select_combo
 from cuforge.plan import wheel_dir
 from cuforge.project import Project
-from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
+from cuforge.digest import sha256_of
+from cuforge.wheelhouse import Entry, Wheelhouse
 
 from conftest import torch_python
 

@@ -14,7 +14,8 @@ import pytest
 from cuforge.errors import ConfigError
 from cuforge.recipes import UpstreamTests, parse_recipe
 from cuforge.verify.upstream import run_upstream_tests, summary_line
-from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
+from cuforge.digest import sha256_of
+from cuforge.wheelhouse import Entry, Wheelhouse
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "upstream" / "suite_project"
 PYTHON = Path(sys.executable)          # the test env has pytest: nothing to install

@@ -8,7 +8,9 @@ import zipfile
 from dataclasses import replace
 from pathlib import Path
 
-from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
+from cuforge.digest import sha256_of
+
+from cuforge.wheelhouse import Entry, Wheelhouse
 
 
 def _wheel(path: Path, payload: bytes) -> Path:
@@ -49,7 +51,8 @@ def test_table_shows_the_upstream_suite_under_its_wheel(tmp_path):
 WRITER = r"""
 import sys, zipfile
 from pathlib import Path
-from cuforge.wheelhouse import Entry, Wheelhouse, sha256_of
+from cuforge.digest import sha256_of
+from cuforge.wheelhouse import Entry, Wheelhouse
 house = Wheelhouse(Path(sys.argv[1]))
 tag = sys.argv[2]
 for i in range(100000):
