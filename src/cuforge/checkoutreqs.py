@@ -118,9 +118,11 @@ def constraints(held: Iterable[tuple[str, str]]) -> list[str]:
 
 def install(installer: Installer, reqs: list[CheckoutRequirement], held: list[str],
             index: IndexOptions, *, torch_version: Callable[[], str], python: str,
-            platform: str) -> Outcome:
+            platform: str, env: dict[str, str] | None = None) -> Outcome:
     """Install ``reqs`` with ``held`` as constraints; the ones that cannot be had are left out
-    (``Missing``) and the rest go in with one call. Raises when torch changed anyway."""
+    (``Missing``) and the rest go in with one call. Raises when torch changed anyway.
+    ``env``: the installer's environment (under emulation the target's: an sdist's build
+    backend runs the venv's aarch64 Python, which QEMU loads from the target root)."""
     if not reqs:
         return Outcome((), ())
     before = torch_version()
@@ -130,7 +132,7 @@ def install(installer: Installer, reqs: list[CheckoutRequirement], held: list[st
         base = ("-c", str(cfile), *index.args())
 
         def resolves(subset: list[CheckoutRequirement]) -> tuple[bool, str]:
-            return _run([*installer("--dry-run", *base, *(r.spec for r in subset))])
+            return _run([*installer("--dry-run", *base, *(r.spec for r in subset))], env)
 
         ok, _ = resolves(reqs)
         missing: list[Missing] = []
@@ -149,7 +151,7 @@ def install(installer: Installer, reqs: list[CheckoutRequirement], held: list[st
                                   "pass --no-requirements and install them by hand")
         said = ""
         if usable:
-            ok, said = _run([*installer(*base, *(r.spec for r in usable))])
+            ok, said = _run([*installer(*base, *(r.spec for r in usable))], env)
             if not ok:
                 raise ConfigError(f"installing the checkout's requirements failed: "
                                   f"{_resolver_says(said)}", hint="see the installer's message")
@@ -160,8 +162,8 @@ def install(installer: Installer, reqs: list[CheckoutRequirement], held: list[st
     return Outcome(tuple(usable), tuple(missing), _added(said))
 
 
-def _run(argv: list[str]) -> tuple[bool, str]:
-    proc = subprocess.run(argv, capture_output=True, text=True)
+def _run(argv: list[str], env: dict[str, str] | None = None) -> tuple[bool, str]:
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
     return proc.returncode == 0, proc.stdout + proc.stderr
 
 

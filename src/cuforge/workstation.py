@@ -376,7 +376,8 @@ def _install_checkout_requirements(python: Path, p: Setup, req: SetupRequest, he
     installer = resolving_installer(python, base, bool(p.combo.interpreter))
     got = install(installer, reqs, held, req.index,
                   torch_version=lambda: dist_version(python, "torch", p.target.step_env()),
-                  python=p.combo.python, platform=p.combo.target.name)
+                  python=p.combo.python, platform=p.combo.target.name,
+                  env=p.target.environ())
     out.print(Text(f"installed the checkout's requirements: "
                    f"{', '.join(r.spec for r in got.installed) or 'none'}"
                    + (f" (added: {got.would_install})" if got.would_install else "")))
