@@ -36,11 +36,10 @@ class Module:
 
 def load_package(src: Path, package: str) -> dict[str, Module]:
     modules: dict[str, Module] = {}
-    names = set(_module_names(src, package))
-    for path in sorted((src / package).rglob("*.py")):
-        rel = path.relative_to(src).with_suffix("")
-        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-        mod = Module(".".join(parts), path)
+    paths = sorted((src / package).rglob("*.py"))
+    names = {_module_name(src, p) for p in paths}
+    for path in paths:
+        mod = Module(_module_name(src, path), path)
         tree = ast.parse(path.read_text(), str(path))
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -71,12 +70,10 @@ def load_package(src: Path, package: str) -> dict[str, Module]:
     return modules
 
 
-def _module_names(src: Path, package: str) -> list[str]:
-    out = []
-    for path in (src / package).rglob("*.py"):
-        rel = path.relative_to(src).with_suffix("")
-        out.append(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
-    return out
+def _module_name(src: Path, path: Path) -> str:
+    """``src/cuforge/verify/wheel.py`` -> ``cuforge.verify.wheel`` (a package: its __init__)."""
+    rel = path.relative_to(src).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
 
 
 def _request_flag(test: ast.expr) -> tuple[str, bool] | None:
