@@ -414,6 +414,11 @@ class Executor:
                         "reinstalled, so their files keep their times): " + " ".join(same))
         return steps
 
+    def _no_smoke_why(self) -> str:
+        """Why a wheel's smoke check did not run when no script is passed: the flag the user
+        gave, or the recipe's lack of one (the report said the latter for both)."""
+        return "--skip-smoke" if self.req.skip_smoke else "no smoke script in the recipe"
+
     def _dependency_paths(self, pkg: PackagePlan) -> list[Path]:
         """Where verification imports the package's dependencies from: its overlays."""
         return builddeps.overlay_dirs(pkg.work, pkg.recipe.depends)
@@ -436,7 +441,7 @@ class Executor:
         smoke = None if self.req.skip_smoke else smoke_script(self.project, pkg.recipe)
         report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env,
                                              no_device=self.env.target.no_device),
-                              smoke=smoke,
+                              smoke=smoke, no_smoke=self._no_smoke_why(),
                               modules=list(pkg.recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))
         bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
@@ -474,7 +479,7 @@ class Executor:
             shutil.rmtree(staging, ignore_errors=True)
             wheel = teamwheels.download(found[0], staging)
         except CuforgeError as err:
-            return f"no team wheel ({str(err).splitlines()[0]})"
+            return f"no team wheel ({_one_line(err)})"
         runner.note(log, f"team wheel {found[0].url}")
         pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(self.plan.wheel_dir))
         if pins is not None and pins.status == "fail":
@@ -485,7 +490,7 @@ class Executor:
             self._deps(pkg, None, log)
             checks, embedded = self._verify(pkg, wheel, log)
         except CuforgeError as err:
-            return f"team wheel {wheel.name} refused ({str(err).splitlines()[0]})"
+            return f"team wheel {wheel.name} refused ({_one_line(err)})"
         if pins is not None:
             checks = {**checks, "pins": f"pass: {pins.detail}"}
         return Made(wheel, Status.PREBUILT, checks, embedded, team=self.req.team_wheels)
@@ -501,7 +506,8 @@ class Executor:
                            no_device=self.env.target.no_device)
         smoke = None if self.req.skip_smoke else smoke_script(self.project, recipe)
         report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules),
-                              dependency_paths=self._dependency_paths(pkg))
+                              dependency_paths=self._dependency_paths(pkg),
+                              no_smoke=self._no_smoke_why())
         log_report(log, report)
         checks = check_summaries(report)
         if not report.ok:
@@ -538,6 +544,16 @@ HANDLERS = {ActionKind.CHECK: Executor._check, ActionKind.GUARD: Executor._guard
             ActionKind.SEED: Executor._seed, ActionKind.REMEMBER: Executor._remember,
             ActionKind.RUN: Executor._run}
 STAGES = frozenset({ActionKind.VERIFY, ActionKind.GATE})
+
+
+def _one_line(err: CuforgeError) -> str:
+    """An error as one line for a refusal: its first line, and its last one when it carries a
+    log's tail, since that names the cause (``... failed (exit 1) ... ERROR: No matching
+    distribution found for fire``); the first alone ended in an empty ``last lines:``."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if len(lines) < 2:
+        return lines[0] if lines else type(err).__name__
+    return f"{lines[0].removesuffix('last lines:').rstrip('; ')} ... {lines[-1]}"
 
 
 def _names(plan: Plan) -> set[str]:

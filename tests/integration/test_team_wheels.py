@@ -145,6 +145,28 @@ def test_a_wheel_pinned_to_another_torch_is_refused(team, tmp_path):
     assert _entry(wh)["status"] == "compiled"
 
 
+
+def test_a_wheel_whose_runtime_requirement_cannot_be_had_is_refused_naming_it(team, tmp_path):
+    """On the H200 pccm's team wheel was refused with "... failed (exit 1); last lines:)" and
+    nothing after it: its requirements fire and lark were on no index there. The refusal must
+    name what pip could not find."""
+    theirs = next(team.glob("cuforge_demo-*.whl"))
+
+    def require_missing(name: str, data: bytes) -> bytes:
+        if name.endswith(".dist-info/METADATA"):
+            return data.replace(b"\nRequires-Dist: torch",
+                                b"\nRequires-Dist: cuforge-no-such-dist==1.0\nRequires-Dist: torch", 1)
+        return data
+    copy = _rewrite(theirs, tmp_path / "needs", require_missing)
+    _with_record(copy)
+    wh = tmp_path / "wh"
+    out = _build(wh, "--wheels", str(tmp_path / "needs"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    said = " ".join(out.stderr.split())
+    refusal = said[said.index(f"team wheel {theirs.name} refused"):][:600]
+    assert "cuforge-no-such-dist" in refusal and "building it here" in refusal, refusal
+    assert _entry(wh)["status"] == "compiled"
+
 PAIR = ROOT / "tests" / "fixtures" / "recipes" / "team_pair"
 PAIR_RECIPES = {"team-base": 'name = "team-base"\nkind = "setuptools"\nmodules = ["team_base"]\n'
                              '[source]\npath = "{pair}/base"\n',

@@ -113,12 +113,13 @@ def _fatbins(root: Path, sos: list[Path]) -> dict[str, list[FatbinContainer]]:
 
 def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path | None = None,
                  modules: list[str] | None = None, timeout: float = 300,
-                 dependency_paths: Sequence[Path] = ()) -> WheelReport:
+                 dependency_paths: Sequence[Path] = (),
+                 no_smoke: str = "no smoke script in the recipe") -> WheelReport:
     """Run every check on ``wheel`` and return its report (checks in ``CHECKS`` order).
 
     ``modules``: what the import check imports (default: the wheel's top-level names and all
     its extension modules). ``smoke``: the recipe's smoke script, a path or a SmokeScript that
-    also says whether it needs a GPU (None: smoke is skipped).
+    also says whether it needs a GPU (None: smoke is skipped, and ``no_smoke`` says why).
     ``timeout``: seconds for each subprocess. ``dependency_paths``: import roots of the wheels
     this one needs at run time (spconv imports cumm), placed after the wheel's own roots.
     Raises VerifyError only when the file is not a wheel; every finding is a CheckResult.
@@ -145,7 +146,7 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
         imported = importing.result()
         results.append(imported)
         if smoking is None:
-            results.append(CheckResult("smoke", "skipped", "skipped: no smoke script in the recipe"))
+            results.append(CheckResult("smoke", "skipped", f"skipped: {no_smoke}"))
         elif imported.status == "fail":
             results.append(CheckResult("smoke", "skipped", "skipped: the wheel does not import"))
         else:
