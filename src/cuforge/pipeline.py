@@ -547,13 +547,18 @@ STAGES = frozenset({ActionKind.VERIFY, ActionKind.GATE})
 
 
 def _one_line(err: CuforgeError) -> str:
-    """An error as one line for a refusal: its first line, and its last one when it carries a
-    log's tail, since that names the cause (``... failed (exit 1) ... ERROR: No matching
-    distribution found for fire``); the first alone ended in an empty ``last lines:``."""
+    """An error as one line for a refusal: its first line, the last line of the log's tail it
+    carries (that one names the cause: ``ERROR: No matching distribution found for fire``;
+    the first line alone ended in an empty ``last lines:``) and where the full log is."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    if len(lines) < 2:
-        return lines[0] if lines else type(err).__name__
-    return f"{lines[0].removesuffix('last lines:').rstrip('; ')} ... {lines[-1]}"
+    logs = [line for line in lines[1:] if line.startswith("full log:")]
+    tail = [line for line in lines[1:] if not line.startswith("full log:")]
+    if not lines:
+        return type(err).__name__
+    parts = [lines[0].removesuffix("last lines:").rstrip("; ")]
+    if tail:
+        parts.append(f"... {tail[-1]}")
+    return "; ".join([" ".join(parts), *logs])
 
 
 def _names(plan: Plan) -> set[str]:
