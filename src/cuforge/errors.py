@@ -8,13 +8,17 @@ from __future__ import annotations
 
 
 class CuforgeError(Exception):
-    """Base class: ``str(err)`` is the whole message shown to the user."""
+    """Base class: ``str(err)`` is the whole message shown to the user; ``summary`` is the
+    same in one line, for a reason shown inside another line (a refused wheel): its first
+    line unless the raiser says better (the runner names the cause from the output's tail)."""
 
     exit_code = 1
     label = "error"
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None,
+                 summary: str | None = None) -> None:
         self.hint = hint
+        self.summary = summary or message.strip().split("\n", 1)[0]
         super().__init__(message if hint is None else f"{message}\n  fix: {hint}")
 
 

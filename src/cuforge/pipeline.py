@@ -414,10 +414,12 @@ class Executor:
                         "reinstalled, so their files keep their times): " + " ".join(same))
         return steps
 
-    def _no_smoke_why(self) -> str:
-        """Why a wheel's smoke check did not run when no script is passed: the flag the user
-        gave, or the recipe's lack of one (the report said the latter for both)."""
-        return "--skip-smoke" if self.req.skip_smoke else "no smoke script in the recipe"
+    def _smoke(self, recipe) -> dict:
+        """verify_wheel's smoke arguments: the recipe's script, or None and why (the flag the
+        user gave, or the recipe's lack of one: the report said the latter for both)."""
+        if self.req.skip_smoke:
+            return {"smoke": None, "no_smoke": "--skip-smoke"}
+        return {"smoke": smoke_script(self.project, recipe)}
 
     def _dependency_paths(self, pkg: PackagePlan) -> list[Path]:
         """Where verification imports the package's dependencies from: its overlays."""
@@ -438,10 +440,9 @@ class Executor:
             self._install_runtime_requirements(wheel, log)
         except CuforgeError as err:
             return f"prebuilt {wheel.name}: its requirements do not install ({err})"
-        smoke = None if self.req.skip_smoke else smoke_script(self.project, pkg.recipe)
         report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env,
                                              no_device=self.env.target.no_device),
-                              smoke=smoke, no_smoke=self._no_smoke_why(),
+                              **self._smoke(pkg.recipe),
                               modules=list(pkg.recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))
         bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
@@ -479,7 +480,7 @@ class Executor:
             shutil.rmtree(staging, ignore_errors=True)
             wheel = teamwheels.download(found[0], staging)
         except CuforgeError as err:
-            return f"no team wheel ({_one_line(err)})"
+            return f"no team wheel ({err.summary})"
         runner.note(log, f"team wheel {found[0].url}")
         pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(self.plan.wheel_dir))
         if pins is not None and pins.status == "fail":
@@ -490,7 +491,7 @@ class Executor:
             self._deps(pkg, None, log)
             checks, embedded = self._verify(pkg, wheel, log)
         except CuforgeError as err:
-            return f"team wheel {wheel.name} refused ({_one_line(err)})"
+            return f"team wheel {wheel.name} refused ({err.summary})"
         if pins is not None:
             checks = {**checks, "pins": f"pass: {pins.detail}"}
         return Made(wheel, Status.PREBUILT, checks, embedded, team=self.req.team_wheels)
@@ -504,10 +505,8 @@ class Executor:
             recipe.kind == "prebuilt" and not recipe.arches.supported) else None
         ctx = context_from(self.env.info, archs, self.run_env,
                            no_device=self.env.target.no_device)
-        smoke = None if self.req.skip_smoke else smoke_script(self.project, recipe)
-        report = verify_wheel(wheel, ctx, smoke=smoke, modules=list(recipe.modules),
-                              dependency_paths=self._dependency_paths(pkg),
-                              no_smoke=self._no_smoke_why())
+        report = verify_wheel(wheel, ctx, **self._smoke(recipe), modules=list(recipe.modules),
+                              dependency_paths=self._dependency_paths(pkg))
         log_report(log, report)
         checks = check_summaries(report)
         if not report.ok:
@@ -544,21 +543,6 @@ HANDLERS = {ActionKind.CHECK: Executor._check, ActionKind.GUARD: Executor._guard
             ActionKind.SEED: Executor._seed, ActionKind.REMEMBER: Executor._remember,
             ActionKind.RUN: Executor._run}
 STAGES = frozenset({ActionKind.VERIFY, ActionKind.GATE})
-
-
-def _one_line(err: CuforgeError) -> str:
-    """An error as one line for a refusal: its first line, the last line of the log's tail it
-    carries (that one names the cause: ``ERROR: No matching distribution found for fire``;
-    the first line alone ended in an empty ``last lines:``) and where the full log is."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    logs = [line for line in lines[1:] if line.startswith("full log:")]
-    tail = [line for line in lines[1:] if not line.startswith("full log:")]
-    if not lines:
-        return type(err).__name__
-    parts = [lines[0].removesuffix("last lines:").rstrip("; ")]
-    if tail:
-        parts.append(f"... {tail[-1]}")
-    return "; ".join([" ".join(parts), *logs])
 
 
 def _names(plan: Plan) -> set[str]:

@@ -108,8 +108,12 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     if code != 0:
         where = f"\n  full log: {log}" if log else ""
         what = step.description or shlex.join(step.argv[:3])
+        # the tail's last line names the cause (pip's "No matching distribution found for X")
+        cause = next((ln.strip() for ln in reversed(tail) if ln.strip()), "")
+        summary = f"{what} failed (exit {code})" + (f" ... {cause}" if cause else "") + \
+            (f"; full log: {log}" if log else "")
         raise error(f"{what} failed (exit {code}); last lines:\n" + "".join(tail).rstrip()
-                    + where)
+                    + where, summary=summary)
     return "".join(captured if not log else tail)
 
 

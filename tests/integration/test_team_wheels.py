@@ -145,7 +145,6 @@ def test_a_wheel_pinned_to_another_torch_is_refused(team, tmp_path):
     assert _entry(wh)["status"] == "compiled"
 
 
-
 def test_a_wheel_whose_runtime_requirement_cannot_be_had_is_refused_naming_it(team, tmp_path):
     """On the H200 pccm's team wheel was refused with "... failed (exit 1); last lines:)" and
     nothing after it: its requirements fire and lark were on no index there. The refusal must
@@ -166,6 +165,7 @@ def test_a_wheel_whose_runtime_requirement_cannot_be_had_is_refused_naming_it(te
     refusal = said[said.index(f"team wheel {theirs.name} refused"):][:600]
     assert "cuforge-no-such-dist" in refusal and "building it here" in refusal, refusal
     assert _entry(wh)["status"] == "compiled"
+
 
 PAIR = ROOT / "tests" / "fixtures" / "recipes" / "team_pair"
 PAIR_RECIPES = {"team-base": 'name = "team-base"\nkind = "setuptools"\nmodules = ["team_base"]\n'
