@@ -157,8 +157,7 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
     names = ", ".join(c.id for c in judged)
     out.print(Text(f"judged: {names} ({'--combo' if combo else 'an env or a wheelhouse here'})"
                    if judged else "judged: no combo has an env or a wheelhouse here yet "
-                   "(--combo NAME judges one); the other combos are information"),
-              soft_wrap=True)
+                   "(--combo NAME judges one); the other combos are information"))
     problems = sum(status in ("missing", "old") for _, status, _ in rows) + len(cannot_run)
     return 0 if problems == 0 else 3
 

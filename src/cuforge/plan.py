@@ -216,19 +216,21 @@ class MemoryBudget:
     avail: float | None        # bytes available now; None: unknown, no limit
     alone: bool                # no other package compiles beside it
 
-    def jobs_for(self, recipe: Recipe, archs: ArchList, share: int) -> tuple[int, str]:
-        """(jobs, why fewer than ``share``) for ``recipe``."""
+    def jobs_for(self, recipe: Recipe, archs: ArchList, share: int
+                 ) -> tuple[int, int | None, str]:
+        """(jobs, nvcc threads or None for the default, why fewer jobs than ``share``)."""
         if not recipe.compile_memory_gb:
-            return share, ""
-        jobs = jobs_within_memory(share, per_compile=recipe.compile_memory_gb * 2**30,
-                                  arches=max(1, len(archs)), budget=self.budget,
-                                  alone=self.alone, avail=self.avail)
+            return share, None, ""
+        jobs, threads = jobs_within_memory(share, per_compile=recipe.compile_memory_gb * 2**30,
+                                           arches=max(1, len(archs)), budget=self.budget,
+                                           alone=self.alone, avail=self.avail)
         if jobs == share:
-            return share, ""
+            return share, threads, ""
         beside = "" if self.alone else ", other packages' compilers beside it"
-        return jobs, (f"{jobs} of {share} jobs: one compile of {recipe.name} peaks at "
-                      f"~{recipe.compile_memory_gb:g} GB (compile_memory_gb), "
-                      f"{self.avail / 2**30:.0f} GB available{beside}")
+        each = f" (nvcc -t {threads}: {threads} arches at once)" if threads > 1 else ""
+        return jobs, threads, (f"{jobs} of {share} jobs{each}: one compile of {recipe.name} "
+                               f"peaks at ~{recipe.compile_memory_gb:g} GB (compile_memory_gb), "
+                               f"{self.avail / 2**30:.0f} GB available{beside}")
 
 
 def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
@@ -237,7 +239,8 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     combo = env.combo
     mapped = package_arches(recipe, combo, req)
     archs = mapped if mapped is not None else combo.arches
-    jobs, jobs_note = memory.jobs_for(recipe, archs, jobs) if memory else (jobs, "")
+    jobs, threads, jobs_note = (memory.jobs_for(recipe, archs, jobs) if memory
+                                else (jobs, None, ""))
     policy = effective_policy(recipe, combo, req)
     work = work_dir(project, combo, recipe)
     skip = ""
@@ -250,7 +253,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                     for var, extra in recipe.extra_sources)
     if recipe.kind == "cmake":
         defines += torch_defines(env.info)
-    env_vars = {**dict(job_env(env, recipe, archs, jobs)), **dict(defines)}
+    env_vars = {**dict(job_env(env, recipe, archs, jobs, threads)), **dict(defines)}
     if recipe.depends:   # the dependencies' overlays, this package's build only (builddeps)
         env_vars["PYTHONPATH"] = builddeps.overlay_pythonpath(
             work, recipe.depends, env_vars.get("PYTHONPATH") or os.environ.get("PYTHONPATH"))
@@ -504,9 +507,12 @@ def package_arches(recipe: Recipe, combo: Combo, req) -> ArchList | None:
     return rule.map(combo.arches)
 
 
-def job_env(env, recipe: Recipe, archs: ArchList, jobs: int) -> tuple[tuple[str, str], ...]:
-    """The variables a package build gets on top of the user's environment."""
-    base = build_environment(env.toolkit, archs, jobs=jobs, cxx11_abi=env.info.cxx11_abi,
+def job_env(env, recipe: Recipe, archs: ArchList, jobs: int, threads: int | None = None
+            ) -> tuple[tuple[str, str], ...]:
+    """The variables a package build gets on top of the user's environment (``threads``:
+    nvcc's -t where the memory budget chose it)."""
+    base = build_environment(env.toolkit, archs, jobs=jobs, threads=threads,
+                             cxx11_abi=env.info.cxx11_abi,
                              extra_include=list(env.info.nvidia_include),
                              extra_lib=list(env.info.nvidia_lib),
                              bin_dirs=[env.bin_dir, *env.target.bin_dirs])

@@ -212,29 +212,46 @@ def default_jobs() -> int:
 
 
 def jobs_within_memory(jobs: int, *, per_compile: float, arches: int, budget: int,
-                       alone: bool, avail: float | None) -> int:
-    """The most of a package's ``jobs`` compilers that fit in ``avail`` bytes when one device
-    compilation of it peaks at ``per_compile`` bytes (a recipe's ``compile_memory_gb``).
+                       alone: bool, avail: float | None) -> tuple[int, int]:
+    """(jobs, nvcc threads): the most of a package's ``jobs`` compilers that fit in ``avail``
+    bytes when one device compilation of it peaks at ``per_compile`` bytes (a recipe's
+    ``compile_memory_gb``), and how many arches each of them compiles at once (``-t``).
 
-    Each nvcc compiles min(jobs, arches) arches at once (``-t``, see build_environment). Beside
-    other packages (``alone`` false) the rest of the ``budget`` may hold NVCC_MEM_PER_JOB each.
-    At least one job, so the build always moves.
+    Each nvcc compiles min(jobs, arches) arches at once (see build_environment). Beside other
+    packages (``alone`` false) the rest of the ``budget`` may hold NVCC_MEM_PER_JOB each. At
+    least one job, so the build always moves. When memory takes jobs away, each job left may
+    compile more of its arches at once, within the cores the jobs had and what memory holds:
+    on 2 cores, two arches that fit twice run as one job with ``-t 2``, not one at a time.
 
     >>> GB = 2**30
     >>> jobs_within_memory(16, per_compile=7 * GB, arches=1, budget=16, alone=True, avail=30 * GB)
-    4
+    (4, 1)
     >>> jobs_within_memory(9, per_compile=7 * GB, arches=1, budget=9, alone=False, avail=23 * GB)
-    1
+    (1, 1)
     >>> jobs_within_memory(2, per_compile=7 * GB, arches=1, budget=2, alone=True, avail=23 * GB)
-    2
+    (2, 1)
+    >>> jobs_within_memory(2, per_compile=7 * GB, arches=2, budget=2, alone=True, avail=23 * GB)
+    (1, 2)
+    >>> jobs_within_memory(16, per_compile=7 * GB, arches=2, budget=16, alone=True, avail=125 * GB)
+    (8, 2)
     """
     if avail is None:
-        return jobs
-    for k in range(jobs, 1, -1):
+        return jobs, nvcc_threads(jobs, arches)
+
+    def fits(k: int) -> int:   # device compilations that memory holds at once beside the others
         others = 0 if alone else (budget - k) * NVCC_MEM_PER_JOB
-        if k * min(k, arches) * per_compile + others <= avail:
-            return k
-    return 1
+        return int((avail - others) // per_compile)
+
+    k = next((k for k in range(jobs, 1, -1) if k * nvcc_threads(k, arches) <= fits(k)), 1)
+    if k == jobs:
+        return k, nvcc_threads(k, arches)
+    return k, max(nvcc_threads(k, arches), min(arches, jobs // k, fits(k) // k))
+
+
+def nvcc_threads(jobs: int, arches: int) -> int:
+    """nvcc's ``-t`` by default: each of ``jobs`` compilers takes up to ``jobs`` of its arches
+    at once (the last files of a build then still use the cores)."""
+    return max(1, min(jobs, arches))
 
 
 def mem_available() -> float | None:
@@ -248,13 +265,12 @@ def mem_available() -> float | None:
 
 
 def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi: bool,
-                      extra_include: list[Path], extra_lib: list[Path], bin_dirs: list[Path]
-                      ) -> dict[str, str]:
+                      extra_include: list[Path], extra_lib: list[Path], bin_dirs: list[Path],
+                      threads: int | None = None) -> dict[str, str]:
     """The variables every package build gets, on top of the user's environment."""
     path = os.pathsep.join([*map(str, bin_dirs), str(toolkit.root / "bin"),
                             os.environ.get("PATH", "")])
     include = [toolkit.root / "include", *extra_include]
-    nvcc_threads = max(1, min(jobs, len(archs)))
     return {
         "CUDA_HOME": str(toolkit.root),
         "CUDA_PATH": str(toolkit.root),
@@ -274,7 +290,7 @@ def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi
         "MAX_JOBS": str(jobs),
         "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs),
         # `-t` only: ccache does not hash NVCC_APPEND_FLAGS, so nothing output-changing goes here.
-        "NVCC_APPEND_FLAGS": f"-t {nvcc_threads}",
+        "NVCC_APPEND_FLAGS": f"-t {threads or nvcc_threads(jobs, len(archs))}",
         "CUFORGE_TORCH_CXX11_ABI": "1" if cxx11_abi else "0",
         **(toolkit.host.environment() if toolkit.host else {}),
     }

@@ -205,3 +205,24 @@ def test_a_memory_hungry_package_gets_the_jobs_that_fit(tmp_path, monkeypatch):
     roomy = _plan(project, combo, env, jobs=8)
     assert roomy.package("a").jobs == 8 and not roomy.package("a").jobs_note
     assert [p.key for p in roomy.packages] == [p.key for p in both.packages]
+
+
+def test_jobs_that_memory_takes_away_leave_their_cores_to_the_arches_of_the_one_left(
+        tmp_path, monkeypatch):
+    """flash-attn for 12.1+PTX;12.0 on 2 cores and 23 GB: two jobs of two arches at once would
+    hold 28 GB, but one job with `-t 2` (14 GB) keeps both cores busy, not one cicc at a time."""
+    import cuforge.plan as plan_module
+    project, combo, env = _setup(tmp_path, arches="12.0;12.1+PTX")
+    recipe = project.recipes_dir / "a.toml"
+    recipe.write_text("compile_memory_gb = 7\n" + recipe.read_text())
+    monkeypatch.setattr(plan_module, "mem_available", lambda: 23 * 2**30)
+    pkg = make_plan(project, BuildRequest(combo=combo, jobs=2, packages=("a",)), env,
+                    build_order(load_recipes(project), ["a"])).package("a")
+    step_env = dict(pkg.env)
+    assert pkg.jobs == 1 and step_env["MAX_JOBS"] == "1"
+    assert step_env["NVCC_APPEND_FLAGS"].split()[:2] == ["-t", "2"]
+    assert "1 of 2 jobs (nvcc -t 2: 2 arches at once)" in pkg.jobs_note
+    monkeypatch.setattr(plan_module, "mem_available", lambda: 512 * 2**30)
+    roomy = make_plan(project, BuildRequest(combo=combo, jobs=2, packages=("a",)), env,
+                      build_order(load_recipes(project), ["a"])).package("a")
+    assert dict(roomy.env)["NVCC_APPEND_FLAGS"].split()[:2] == ["-t", "2"] and roomy.jobs == 2
