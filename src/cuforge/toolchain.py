@@ -243,8 +243,7 @@ def jobs_within_memory(jobs: int, *, per_compile: float, arches: int, budget: in
         return int((avail - others) // per_compile)
 
     k = next((k for k in range(jobs, 1, -1) if k * nvcc_threads(k, arches) <= fits(k)), 1)
-    if k == jobs:
-        return k, nvcc_threads(k, arches)
+    # with all jobs kept (jobs // k == 1) this is the default -t
     return k, max(nvcc_threads(k, arches), min(arches, jobs // k, fits(k) // k))
 
 

@@ -183,15 +183,26 @@ def test_packages_built_together_share_compile_slots_and_keep_their_keys(tmp_pat
     assert str(slot) not in dict(alone.env).get("PYTORCH_NVCC", "")
 
 
+def _memory_hungry(tmp_path, arches: str):
+    """The fixture project with package a's one device compilation at ~7 GB (flash-attn's)."""
+    project, combo, env = _setup(tmp_path, arches=arches)
+    recipe = project.recipes_dir / "a.toml"
+    recipe.write_text("compile_memory_gb = 7\n" + recipe.read_text())
+    return project, combo, env
+
+
+def _plan_alone(project, combo, env, jobs: int):
+    """Package a alone, planned with ``jobs``."""
+    return make_plan(project, BuildRequest(combo=combo, jobs=jobs, packages=("a",)), env,
+                     build_order(load_recipes(project), ["a"])).package("a")
+
+
 def test_a_memory_hungry_package_gets_the_jobs_that_fit(tmp_path, monkeypatch):
     """flash-attn's cicc peaks at ~7 GB: 16 jobs on a 30 GB box would need 112 GB."""
     import cuforge.plan as plan_module
-    project, combo, env = _setup(tmp_path, arches="12.0")
-    recipe = project.recipes_dir / "a.toml"
-    recipe.write_text("compile_memory_gb = 7\n" + recipe.read_text())
+    project, combo, env = _memory_hungry(tmp_path, "12.0")
     monkeypatch.setattr(plan_module, "mem_available", lambda: 30 * 2**30)
-    alone = make_plan(project, BuildRequest(combo=combo, jobs=16, packages=("a",)), env,
-                      build_order(load_recipes(project), ["a"])).package("a")
+    alone = _plan_alone(project, combo, env, 16)
     assert alone.jobs == 4 and dict(alone.env)["MAX_JOBS"] == "4"
     assert "4 of 16 jobs" in alone.jobs_note and "7 GB" in alone.jobs_note
     from cuforge.dryrun import package_lines
@@ -212,17 +223,13 @@ def test_jobs_that_memory_takes_away_leave_their_cores_to_the_arches_of_the_one_
     """flash-attn for 12.1+PTX;12.0 on 2 cores and 23 GB: two jobs of two arches at once would
     hold 28 GB, but one job with `-t 2` (14 GB) keeps both cores busy, not one cicc at a time."""
     import cuforge.plan as plan_module
-    project, combo, env = _setup(tmp_path, arches="12.0;12.1+PTX")
-    recipe = project.recipes_dir / "a.toml"
-    recipe.write_text("compile_memory_gb = 7\n" + recipe.read_text())
+    project, combo, env = _memory_hungry(tmp_path, "12.0;12.1+PTX")
     monkeypatch.setattr(plan_module, "mem_available", lambda: 23 * 2**30)
-    pkg = make_plan(project, BuildRequest(combo=combo, jobs=2, packages=("a",)), env,
-                    build_order(load_recipes(project), ["a"])).package("a")
+    pkg = _plan_alone(project, combo, env, 2)
     step_env = dict(pkg.env)
     assert pkg.jobs == 1 and step_env["MAX_JOBS"] == "1"
     assert step_env["NVCC_APPEND_FLAGS"].split()[:2] == ["-t", "2"]
     assert "1 of 2 jobs (nvcc -t 2: 2 arches at once)" in pkg.jobs_note
     monkeypatch.setattr(plan_module, "mem_available", lambda: 512 * 2**30)
-    roomy = make_plan(project, BuildRequest(combo=combo, jobs=2, packages=("a",)), env,
-                      build_order(load_recipes(project), ["a"])).package("a")
+    roomy = _plan_alone(project, combo, env, 2)
     assert dict(roomy.env)["NVCC_APPEND_FLAGS"].split()[:2] == ["-t", "2"] and roomy.jobs == 2
