@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import platforms
-from .combos import Combo, load_combos
+from .combos import Combo, ToolkitSource, load_combos
 from .errors import ConfigError
 from .project import Project
 from .recipes import Recipe, load_recipes, build_order
@@ -38,7 +38,7 @@ class Runners:
 
     def build_runner(self, combo: Combo) -> str | list[str]:
         """Where ``combo`` compiles: the hosted runner, unless it needs an installed toolkit."""
-        if combo.toolkit != "system":
+        if combo.toolkit is not ToolkitSource.SYSTEM:
             return self.runner
         if not self.system_toolkit_runner:
             raise ConfigError(f"combo {combo.id} uses the system CUDA toolkit, but envs/ci.toml "

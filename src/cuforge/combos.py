@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -16,6 +17,22 @@ from .project import Project
 from .tomlfile import read_toml
 
 
+class ToolkitSource(StrEnum):
+    """Where a combo's nvcc comes from: PyPI's nvidia-cuda-* wheels in its env, or the CUDA
+    installed on this machine."""
+
+    PYPI = "pypi"
+    SYSTEM = "system"
+
+    @classmethod
+    def parse(cls, value: str, where: str) -> ToolkitSource:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ConfigError(f"{where}: toolkit must be 'pypi' or 'system', not {value!r}"
+                              ) from None
+
+
 @dataclass(frozen=True)
 class Accel:
     """An accelerator tag such as ``cu130``: its CUDA version and where its toolkit comes from."""
@@ -25,7 +42,7 @@ class Accel:
     default_arches: str
     torch_index: str
     toolkit_wheels: tuple[str, ...]
-    toolkit: str = "pypi"              # where its combos take nvcc from unless they say otherwise
+    toolkit: ToolkitSource = ToolkitSource.PYPI   # its combos' nvcc unless they say otherwise
     torch_libs: tuple[str, ...] = ()   # site-packages/nvidia/<dir>s of torch's CUDA wheels
 
 
@@ -38,7 +55,7 @@ class Combo:
     torch: str
     torch_versions: tuple[str, ...]
     arches: ArchList
-    toolkit: str = "pypi"
+    toolkit: ToolkitSource = ToolkitSource.PYPI
     torch_index: str = ""
     find_links: str = ""
     interpreter: str = ""
@@ -86,7 +103,7 @@ def load_accels(project: Project) -> dict[str, Accel]:
             default_arches=row["default_arches"],
             torch_index=row.get("torch_index", ""),
             toolkit_wheels=tuple(row.get("toolkit_wheels", ())),
-            toolkit=row.get("toolkit", "pypi"),
+            toolkit=ToolkitSource.parse(row.get("toolkit", "pypi"), f"accels.toml [{tag}]"),
             torch_libs=tuple(row.get("torch_libs", ())),
         )
     return accels
@@ -138,7 +155,8 @@ def with_overrides(combo: Combo, *, torch: str | None = None, arches: str | None
         _version(torch, "--torch")
         combo = replace(combo, torch=torch)
     if interpreter:
-        combo = replace(combo, interpreter=interpreter, toolkit="system")
+        combo = replace(combo, interpreter=interpreter,
+                        toolkit=ToolkitSource.SYSTEM)
     if arches:
         archs = parse_arch_list(arches)
         check_supported(archs, combo.accel.cuda, where=combo.id)
@@ -162,10 +180,8 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
     check_supported(arches, accel.cuda, where=where)
     if "platform" in row:
         platforms.get(row["platform"], where=where)
-    toolkit = row.get("toolkit", accel.toolkit)
-    if toolkit not in ("pypi", "system"):
-        raise ConfigError(f"{where}: toolkit must be 'pypi' or 'system', not {toolkit!r}")
-    if toolkit == "pypi" and not accel.toolkit_wheels:
+    toolkit = ToolkitSource.parse(row.get("toolkit", accel.toolkit), where)
+    if toolkit is ToolkitSource.PYPI and not accel.toolkit_wheels:
         raise ConfigError(f"{where}: {accel.tag} has no PyPI toolkit (CUDA {accel.cuda}'s "
                           "nvcc is not published as a wheel)",
                           hint=f"use toolkit = \"system\" with CUDA {accel.cuda} installed")

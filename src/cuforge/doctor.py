@@ -338,7 +338,7 @@ def _emulation(project: Project) -> list[tuple[str, str, str]]:
     and ``import torch`` in an emulated combo env that exists already (~30 s)."""
     rows = []
     emulated = [c for c in load_combos(project)
-                if c.emulate and c.target.machine != platforms.host().machine]
+                if c.emulate and platforms.is_foreign(c.target)]
     for name, emu in emulation.load(project).items():
         if name == platforms.host().name:
             continue

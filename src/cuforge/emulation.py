@@ -12,7 +12,7 @@ pinned wheels' x86_64 build, told the target's directory with ``-target-dir``).
 What this module owns: the table, provisioning (``cuforge emulation setup``: Debian packages
 by ``apt-get`` with a private state, ``dpkg -x``, the binfmt_misc registration), the health
 check ``cuforge doctor`` shows, and the variables a build's commands then run with
-(``QEMU_LD_PREFIX``, the sysroot compiler wrappers on ``PATH``, the nvcc flags), which
+(the loader's root, the sysroot compiler wrappers on ``PATH``, the nvcc flags), which
 ``cuforge.target`` puts into each command's own environment.
 """
 
@@ -88,7 +88,8 @@ class Emulator:
     def variables(self, state_dir: Path) -> dict[str, str]:
         """What every emulated command's environment gets: the target root for QEMU's loader,
         and nvcc's flags for the target (its sysroot, its machine)."""
-        out = {"QEMU_LD_PREFIX": str(self.root_dir(state_dir))}
+        from .platforms import EMULATOR_ROOT_VAR
+        out = {EMULATOR_ROOT_VAR: str(self.root_dir(state_dir))}
         if self.nvcc_flags:
             out["NVCC_PREPEND_FLAGS"] = self.nvcc_flags
         return out
@@ -138,14 +139,6 @@ def load(project: Project) -> dict[str, Emulator]:
         except KeyError as err:
             raise ConfigError(f"{where}: missing key {err}") from None
     return out
-
-
-def for_combo(project: Project, combo) -> Emulator | None:
-    """The emulator a combo builds with: None when it runs natively here."""
-    from . import platforms
-    if not combo.emulate or combo.target.machine == platforms.host().machine:
-        return None
-    return for_platform(project, combo.target.name)
 
 
 def for_platform(project: Project, platform: str) -> Emulator:
@@ -389,10 +382,10 @@ def check(state_dir: Path, emu: Emulator, *, torch_python: Path | None = None) -
             out.append(Finding(False, f"{emu.platform} Python {version_name}: not provisioned "
                                f"({py})", fix_setup))
             continue
-        proc = subprocess.run([str(py), "-c", "import platform; print(platform.machine())"],
+        proc = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_platform())"],
                               capture_output=True, text=True, env=environment(state_dir, emu))
         machine = proc.stdout.strip()
-        out.append(Finding(proc.returncode == 0 and machine == emu.platform.split("-", 1)[1],
+        out.append(Finding(proc.returncode == 0 and machine == emu.platform,
                            f"{emu.platform} Python {version_name} ({py}): "
                            f"{machine or proc.stderr.strip()[-200:]}", fix_setup))
     if torch_python is not None and torch_python.exists():
@@ -470,10 +463,12 @@ def native_tools_steps(emu: Emulator, site_packages: Path, dest: Path, uv: str) 
     if absent:
         raise ToolchainError(f"the emulated env lacks {', '.join(absent)}, whose native build "
                              "replaces its compilers", hint="delete the env to recreate it")
-    machine = os.uname().machine
+    from . import platforms
+    here = platforms.host()
+    machine = here.machine
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
     return [Step((uv, "pip", "install", "--target", str(dest), "--no-deps",
-                  "--python-platform", f"{machine}-manylinux_2_28", "--python-version", py,
+                  "--python-platform", here.uv_platform, "--python-version", py,
                   *(f"{n}=={v}" for n, v in sorted(pins.items()))),
                  description=f"install the {machine} build of "
                              f"{', '.join(f'{n}=={v}' for n, v in sorted(pins.items()))}")]

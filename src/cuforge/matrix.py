@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from .combos import load_combos
+from .combos import ToolkitSource, load_combos
 from .console import make_console, table
 from .errors import CuforgeError
 from .project import Project
@@ -22,7 +22,7 @@ def print_matrix(project: Project, console: Console | None = None) -> None:
             order = Text(" → ".join(r.name for r in build_order(recipes, list(c.packages))))
         except CuforgeError as err:
             order = Text(str(err), style="red")
-        toolkit = f"{c.accel.cuda} {'system' if c.toolkit == 'system' else 'PyPI'}"
+        toolkit = f"{c.accel.cuda} {'system' if c.toolkit is ToolkitSource.SYSTEM else 'PyPI'}"
         python = f"{c.python} ({c.interpreter})" if c.interpreter else c.python
         name = f"{c.id} ({c.target.machine})" if c.platform else c.id
         t.add_row(name, python, ", ".join(c.torch_versions), toolkit,

@@ -441,7 +441,8 @@ class Executor:
         except CuforgeError as err:
             return f"prebuilt {wheel.name}: its requirements do not install ({err})"
         report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env,
-                                             no_device=self.env.target.no_device),
+                                             no_device=self.env.target.no_device,
+                                             sysroot=self.env.target.sysroot),
                               **self._smoke(pkg.recipe),
                               modules=list(pkg.recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))
@@ -504,7 +505,7 @@ class Executor:
         archs = pkg.archs if recipe.arches.device_code and not (
             recipe.kind == "prebuilt" and not recipe.arches.supported) else None
         ctx = context_from(self.env.info, archs, self.run_env,
-                           no_device=self.env.target.no_device)
+                           no_device=self.env.target.no_device, sysroot=self.env.target.sysroot)
         report = verify_wheel(wheel, ctx, **self._smoke(recipe), modules=list(recipe.modules),
                               dependency_paths=self._dependency_paths(pkg))
         log_report(log, report)

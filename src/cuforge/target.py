@@ -1,6 +1,9 @@
 """Where a combo's code runs, decided once per command: the target and host platforms, the
-emulator (or none), the Python a venv is made from, whose toolkit wheels it gets, and what
-emulation adds to every command's environment.
+emulator (or none), the Python a venv is made from, where its toolkit comes from (and whose
+build of the toolkit wheels it gets), the CUDA target folder, the sysroot, uv's platform name,
+and what emulation adds to every command's environment. Machine facts come from
+``data/platforms.toml`` (cuforge.platforms) through this object: no other module asks the
+machine what it is (a test greps for it).
 
 ``resolve`` is the one place that asks "native or emulated?". Everything after it (venv,
 toolchain, the plan and its dry run, verify, shell, doctor, setup) reads the ``Target``; the
@@ -15,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import emulation, platforms
-from .combos import Combo
+from .combos import Combo, ToolkitSource
 from .errors import ToolchainError
 from .platforms import Platform
 from .project import Project
@@ -32,11 +35,12 @@ class Target:
     # platform, env and bin_dirs already tell two targets apart)
     emulator: emulation.Emulator | None = field(compare=False)
     base_python: str                   # what a venv is made from (emulated: the target root's)
-    env: tuple[tuple[str, str], ...]   # emulation's variables (QEMU_LD_PREFIX, nvcc's flags)
+    env: tuple[tuple[str, str], ...]   # emulation's variables (the loader's root, nvcc's flags)
     bin_dirs: tuple[Path, ...]         # first on PATH: the sysroot compiler wrappers
     state_dir: Path
     # no such Python here: raised when a venv is to be made from it (a dry run shows the name)
     missing_python: ToolchainError | None = field(default=None, compare=False)
+    toolkit: ToolkitSource = ToolkitSource.PYPI   # nvcc from the env's wheels, or the system's
 
     @property
     def emulated(self) -> bool:
@@ -54,6 +58,16 @@ class Target:
         runs the aarch64 torch, but no aarch64 driver reaches a device."""
         return (f"{self.platform.name} code runs under QEMU here, which reaches no GPU"
                 if self.emulator else "")
+
+    @property
+    def cuda_target(self) -> str:
+        """The toolkit's ``targets/<name>`` folder for the wheels' machine (``sbsa-linux``)."""
+        return self.platform.cuda_target
+
+    @property
+    def uv_platform(self) -> str:
+        """uv's ``--python-platform`` name of the target (``aarch64-manylinux_2_28``)."""
+        return self.platform.uv_platform
 
     @property
     def machine(self) -> str:
@@ -95,7 +109,8 @@ def resolve(project: Project, combo: Combo) -> Target:
     combo unless emulation was asked for (``--emulate``, ``emulate = true``)."""
     host = platforms.host()
     require_native(combo, host)
-    emu = emulation.for_combo(project, combo)
+    foreign = combo.target.machine != host.machine
+    emu = emulation.for_platform(project, combo.target.name) if combo.emulate and foreign else None
     env: tuple[tuple[str, str], ...] = ()
     bin_dirs: tuple[Path, ...] = ()
     missing = None
@@ -109,7 +124,7 @@ def resolve(project: Project, combo: Combo) -> Target:
         except ToolchainError as err:
             base, missing = f"python{combo.python}", err
     return Target(combo.id, combo.target, host, emu, base, env, bin_dirs, project.state_dir,
-                  missing)
+                  missing, combo.toolkit)
 
 
 def require_native(combo: Combo, host: Platform) -> None:
@@ -117,7 +132,7 @@ def require_native(combo: Combo, host: Platform) -> None:
     and the import check must run where they build, which on another machine means under QEMU
     (``--emulate`` or a combo's ``emulate = true``, cuforge.emulation)."""
     target = combo.target
-    if target.machine == host.machine or combo.emulate:
+    if target.machine == host.machine or combo.emulate:   # host: this machine, or a test's
         return
     raise ConfigError(
         f"combo {combo.id} targets {target.name}, but this machine is {host.name}: "

@@ -9,7 +9,6 @@ itself (``nvcc --dryrun`` prints ``_HERE_``), never derived as the parent of ``w
 from __future__ import annotations
 
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from . import platforms
 from .arches import ArchList
 from .errors import ToolchainError
 from .hostcxx import HostCompiler
@@ -44,7 +44,7 @@ class Toolkit:
 def nvcc_version(nvcc: Path, env: dict[str, str] | None = None) -> Version:
     """``nvcc --version``'s release; ``env``: what running it needs on top of ours (under
     emulation the env's nvcc is an aarch64 program, which QEMU runs only with the target's
-    loader, ``QEMU_LD_PREFIX``)."""
+    loader's root, the target's ``step_env``)."""
     out = capture([str(nvcc), "--version"], env=env, error=ToolchainError)
     m = re.search(r"release (\d+\.\d+)", out)
     if not m:
@@ -93,7 +93,7 @@ def find_system_toolkit(expected: Version) -> Toolkit:
 _LAYOUT = "layout 2: merged dirs, hard-linked bin, unversioned dev names, targets/"
 
 
-def assemble_pypi_toolkit(site_packages: Path, dest: Path, machine: str = "", *,
+def assemble_pypi_toolkit(site_packages: Path, dest: Path, cuda_target: str = "", *,
                           env: dict[str, str] | None = None) -> Toolkit:
     """Merge ``site-packages/nvidia/*/{bin,include,lib,nvvm}`` into one root at ``dest``.
 
@@ -103,11 +103,11 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path, machine: str = "", *,
     ship only sonames), so both layouts are merged into ``dest``. ``bin/`` files are hard
     links: nvcc finds its ``include/`` and ``nvvm/`` relative to its own real path. An existing
     root made from the same parts is left alone (another build may be compiling with it right
-    now); a new one is made beside it and renamed into place. ``machine`` is the one the
-    wheels are built for (the env's interpreter says: ``aarch64`` under emulation too);
-    default: this machine's.
+    now); a new one is made beside it and renamed into place. ``cuda_target`` names the
+    ``targets/`` folder of the platform the wheels are built for (``sbsa-linux`` under
+    emulation too; cuforge.platforms); default: this machine's.
     """
-    machine = machine or platform.machine()
+    cuda_target = cuda_target or platforms.host().cuda_target
     nvidia = site_packages / "nvidia"
     parts = sorted(p for p in nvidia.glob("*") if p.is_dir()) if nvidia.is_dir() else []
     if not any((p / "bin" / "nvcc").exists() for p in parts):
@@ -127,7 +127,7 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path, machine: str = "", *,
         (tmp / "lib64").symlink_to("lib")
         # The system toolkit's layout; cumm takes `which nvcc`/../targets/<triple>/include
         # with ../lib as the CUDA root (else it adds -L/usr/local/cuda/lib64).
-        triple = tmp / "targets" / f"{_TARGET.get(machine, machine)}-linux"
+        triple = tmp / "targets" / cuda_target
         triple.mkdir(parents=True)
         for sub in ("include", "lib"):
             (triple / sub).symlink_to(Path("../..") / sub)
@@ -147,8 +147,6 @@ def pypi_toolkit_at(dest: Path, expected: Version, *,
     nvcc = dest / "bin" / "nvcc"
     return Toolkit(dest, nvcc_version(nvcc, env) if nvcc.exists() else expected)
 
-
-_TARGET = {"aarch64": "sbsa"}   # CUDA's name for 64-bit Arm servers
 
 _SONAME = re.compile(r"^(lib.+?)\.so\.(\d+)(\.\d+)*$")
 

@@ -16,7 +16,7 @@ PROBE_CACHE = "cuforge-probe.json"   # in a cuforge venv: its probe's answer and
 _PROBE = r"""
 import json, os, sys, sysconfig
 info = {"python": sys.executable, "py_version": "%d.%d" % sys.version_info[:2],
-        "site_packages": sysconfig.get_paths()["purelib"], "machine": os.uname().machine}
+        "site_packages": sysconfig.get_paths()["purelib"], "machine": sysconfig.get_platform().split("-", 1)[1]}
 try:
     import torch
 except Exception as err:  # report, do not crash: the caller decides what to install

@@ -13,7 +13,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from . import emulation, faults, hostcxx
-from .combos import Combo
+from .combos import Combo, ToolkitSource
 from .errors import ToolchainError
 from .tools import find_uv
 from .runner import Step, run
@@ -70,7 +70,7 @@ def is_ready(state_dir: Path, combo: Combo) -> bool:
 def requirements(combo: Combo) -> list[str]:
     """torch and (for a PyPI toolkit) the CUDA toolkit wheels: what makes a combo a combo."""
     reqs = [f"torch=={combo.torch}"]
-    if combo.toolkit == "pypi":
+    if combo.toolkit is ToolkitSource.PYPI:
         reqs += combo.accel.toolkit_wheels
     return reqs
 
@@ -231,10 +231,11 @@ def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
     """The env's toolkit; without ``assemble``, where it is (or will be) and its version, with
     nothing written (``--dry-run``)."""
     run_env = dict(target.step_env())   # the env's own nvcc is the target's program
-    if combo.toolkit == "system":
+    if target.toolkit is ToolkitSource.SYSTEM:
         toolkit = find_system_toolkit(combo.accel.cuda)
     elif assemble:
-        toolkit = assemble_pypi_toolkit(info.site_packages, dest, target.machine, env=run_env)
+        toolkit = assemble_pypi_toolkit(info.site_packages, dest, target.platform.cuda_target,
+                                        env=run_env)
     else:
         toolkit = pypi_toolkit_at(dest, combo.accel.cuda, env=run_env)
     # Before anything compiles: a host compiler that links libstdc++ statically is replaced

@@ -119,7 +119,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
             recipe = recipe_for(package_name(wheel), recipes)
             archs = combo.arches if arches_given else _requested_from_manifest(wheel) or combo.arches
             ctx = context_from(env.info, archs, env.target.step_env(),
-                               no_device=env.target.no_device)
+                               no_device=env.target.no_device, sysroot=env.target.sysroot)
             smoke = smoke_script(project, recipe) if recipe else None
             modules = list(recipe.modules) if recipe else None
             deps = dependency_roots(recipe, recipes, by_package, Path(tmp)) if recipe else []

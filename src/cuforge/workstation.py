@@ -139,7 +139,7 @@ def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
     required = frozenset(r.name for r in build_order(recipes, list(stack.packages)))
     combo = req.combo
     if combo.interpreter:   # its torch decides the wheelhouse, as in a build
-        combo = replace(combo, torch=installed_torch(target.base_python))
+        combo = replace(combo, torch=venv.check_interpreter(combo, target).torch)
     house = Wheelhouse(wheel_dir(project, combo))
     latest = house.latest()
     missing = tuple(r.name for r in order if not _usable(house, latest.get(r.name)))
@@ -157,17 +157,6 @@ def _usable(house: Wheelhouse, entry: Entry | None) -> bool:
 
 def _failed(entry: Entry | None) -> bool:
     return entry is not None and entry.status is Status.FAILED
-
-
-def installed_torch(python: str) -> str:
-    """torch's version in ``python`` from its metadata: no 20 s ``import torch`` to learn it."""
-    code = "from importlib.metadata import version; print(version('torch'))"
-    try:
-        return capture([python, "-c", code], error=ToolchainError).strip().split("+")[0]
-    except ToolchainError as err:
-        raise ToolchainError(f"{python} has no torch: {str(err).splitlines()[-1]}",
-                             hint="install torch there, or use a combo without `interpreter`"
-                             ) from None
 
 
 def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:

@@ -40,13 +40,14 @@ __all__ = [
 ]
 
 def context_from(info: TorchInfo, requested: ArchList | None = None,
-                 env: tuple[tuple[str, str], ...] = (), *, no_device: str = "") -> VerifyContext:
+                 env: tuple[tuple[str, str], ...] = (), *, no_device: str = "",
+                 sysroot: Path | None = None) -> VerifyContext:
     """The checks' view of an interpreter already probed by ``cuforge.torchinfo.probe``: the
     build pipeline passes the combo env's info, so verification asks nothing twice."""
     lib_dirs = (info.torch_lib, *info.nvidia_lib) if info.torch_lib else info.nvidia_lib
     return VerifyContext(python=info.python, torch_version=info.torch, torch_cuda=info.cuda,
                          cxx11_abi=info.cxx11_abi, lib_dirs=tuple(lib_dirs), requested=requested,
-                         env=env, no_device=no_device)
+                         env=env, no_device=no_device, sysroot=str(sysroot or ""))
 
 
 def probe_context(python: Path, requested: ArchList | None = None) -> VerifyContext:
@@ -89,7 +90,7 @@ def _per_so(check: str, sos: list[Path], root: Path, run) -> CheckResult:
 def _elf_checks(root: Path, sos: list[Path], ctx: VerifyContext) -> list[CheckResult]:
     """Checks 1-3: ELF reading only."""
     dirs = (*ctx.lib_dirs, *wheel_lib_dirs(sos))
-    with LibrarySet(dirs, sysroot=dict(ctx.env).get("QEMU_LD_PREFIX", "")) as libs:
+    with LibrarySet(dirs, sysroot=ctx.sysroot) as libs:
         results = [
             _per_so("abi", sos, root, lambda so: check_abi(so, ctx.cxx11_abi)),
             _per_so("symbols", sos, root, lambda so: check_symbols(so, libs, python=ctx.python)),

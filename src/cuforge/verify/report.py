@@ -94,6 +94,7 @@ class VerifyContext:
     lib_dirs: tuple[Path, ...] = ()
     requested: ArchList | None = None
     env: tuple[tuple[str, str], ...] = ()   # what ``python`` needs to run (emulation's variables)
+    sysroot: str = ""     # the target's userland under emulation (its loader's first dirs)
     no_device: str = ""   # why no GPU can be visible to ``python`` (emulated): smoke skips, no probe
 
 

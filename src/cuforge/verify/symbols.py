@@ -15,7 +15,6 @@ torch's CUDA major: two runtime majors in one process is a bug waiting to happen
 from __future__ import annotations
 
 import os
-import platform
 import re
 import subprocess
 from collections import deque
@@ -24,22 +23,19 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from .. import platforms
 from .elf import ElfLib, demangle, is_elf
 from .report import CheckResult
 
 _SHOWN = 12  # unresolved symbols listed per .so
 
 
-# ELF e_machine -> the Debian multiarch triplet of that machine's libraries
-_TRIPLETS = {"EM_X86_64": "x86_64-linux-gnu", "EM_AARCH64": "aarch64-linux-gnu"}
-
-
 def system_dirs(machine: str = "", sysroot: str = "") -> tuple[Path, ...]:
     """The default library dirs for binaries of ``machine`` (an ELF ``e_machine``; default this
     machine's), multiarch first, as Debian's ld.so does. Under emulation the loader that runs
-    such a binary looks in its ``sysroot`` (``QEMU_LD_PREFIX``, cuforge.emulation) first, as
+    such a binary looks in its ``sysroot`` (the target's, cuforge.target) first, as
     here."""
-    triplet = _TRIPLETS.get(machine, f"{platform.machine()}-linux-gnu")
+    triplet = platforms.by_elf_machine(machine).triplet
     names = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
     roots = [sysroot] if sysroot else []
     paths = [Path(r + n) for r in roots for n in names] + [Path(n) for n in names]

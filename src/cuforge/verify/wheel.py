@@ -5,7 +5,7 @@ and ``*.data/platlib``), so the unpacked root on ``sys.path`` imports like an in
 
 >>> package_name(Path("simple_knn-0.0.0-cp311-cp311-linux_x86_64.whl"))
 'simple-knn'
->>> module_of(Path("pkg/_C.cpython-311-x86_64-linux-gnu.so"))
+>>> module_of(Path("pkg/_C.cpython-311-aarch64-linux-gnu.so"))
 'pkg._C'
 """
 
@@ -20,7 +20,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from ..errors import VerifyError
 from .elf import ElfLib
 
-# Extension module suffixes: foo.cpython-311-x86_64-linux-gnu.so, foo.abi3.so, foo.so
+# Extension module suffixes: foo.cpython-311-aarch64-linux-gnu.so, foo.abi3.so, foo.so
 _EXT_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.(?:cpython-[^.]+|abi3))?\.so$")
 _SKIP_DIRS = ("__pycache__",)
 
