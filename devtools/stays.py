@@ -174,8 +174,10 @@ def resolve_call(call: ast.Call, where: FuncKey, modules: dict[str, Module],
 
 
 def default_off(modules: dict[str, Module], module: str, request: str) -> frozenset[str]:
-    """The request's flags that are off unless asked: its dataclass's ``bool = False`` fields."""
-    path = modules[module].path
+    """The request's flags that are off unless asked: its dataclass's ``bool = False`` fields
+    (the class is looked up where ``module`` imports it from, else in ``module``)."""
+    origin = modules[module].imports.get(request, (module, None))[0]
+    path = modules.get(origin, modules[module]).path
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ClassDef) and node.name == request:
             return frozenset(

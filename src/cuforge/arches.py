@@ -14,12 +14,32 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cache
 from importlib import resources
 
 from packaging.version import Version
 
 from .errors import ConfigError
+
+
+class ArchPolicy(StrEnum):
+    """How a package takes targets outside its own arch table (docs/how-it-works.md)."""
+
+    AUTO = "auto"       # native where patches and the toolkit allow, else ptx
+    NATIVE = "native"   # keep the target: the package was patched to know it
+    PTX = "ptx"         # the newest known arch below it, with PTX (12.1 -> 12.0+PTX)
+    SKIP = "skip"       # drop it
+    ERROR = "error"     # refuse
+
+    @classmethod
+    def parse(cls, value: str, where: str) -> ArchPolicy:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ConfigError(f"{where}: arch policy must be one of {', '.join(cls)}, not "
+                              f"{value!r}", hint="docs/how-it-works.md explains each policy"
+                              ) from None
 
 _TARGET_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d)(?P<suffix>[af]?)(?P<ptx>\+PTX|-virtual)?$")
 
@@ -216,24 +236,25 @@ def check_supported(archs: ArchList, cuda: Version | str, *, where: str = "") ->
             )
 
 
-def map_to_supported(archs: ArchList, supported: list[str], policy: str) -> ArchList:
+def map_to_supported(archs: ArchList, supported: list[str], policy: ArchPolicy) -> ArchList:
     """Map a request onto the arches a package knows (cumm's table, flash-attn's kernels).
 
     ``policy``: ``"skip"`` drops unknown targets; ``"ptx"`` replaces each unknown target by the
     newest known arch below it, with PTX (12.1 -> 12.0+PTX, the published builder's rule);
     ``"error"`` raises. ``"native"`` keeps the target as is (the package was patched to know it).
 
-    >>> str(map_to_supported(parse_arch_list("12.1"), ["9.0", "12.0"], "ptx"))
+    >>> str(map_to_supported(parse_arch_list("12.1"), ["9.0", "12.0"], ArchPolicy.PTX))
     '12.0+PTX'
     """
+    policy = ArchPolicy(policy)
     known = sorted(parse_target(a).arch for a in supported)
     out: list[Target] = []
     for t in archs:
-        if t.arch in known or policy == "native":
+        if t.arch in known or policy is ArchPolicy.NATIVE:
             out.append(t)
-        elif policy == "skip":
+        elif policy is ArchPolicy.SKIP:
             continue
-        elif policy == "ptx":
+        elif policy is ArchPolicy.PTX:
             below = [a for a in known if a < t.arch]
             if not below:
                 raise ConfigError(f"no supported arch at or below {t.arch} in {supported}")

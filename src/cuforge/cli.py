@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 
+from .arches import ArchPolicy
 from .console import make_console, print_error
 from .errors import ConfigError, CuforgeError, exit_code_table
 
@@ -93,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--keep-going", action="store_true", help="continue past failed packages")
     b.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                    help="build NAME from a local checkout")
-    b.add_argument("--arch-policy", default="", choices=["auto", "native", "ptx", "skip", "error"],
+    b.add_argument("--arch-policy", default="", choices=[p.value for p in ArchPolicy],
                    help="how targets a package does not know are handled (e.g. cumm); "
                         "default: each recipe's own")
     pre = b.add_mutually_exclusive_group()
@@ -287,7 +288,8 @@ def _src_overrides(items: list[str]) -> tuple[tuple[str, Path], ...]:
 
 
 def _cmd_build(args) -> int:
-    from .pipeline import BuildRequest, build
+    from .pipeline import build
+    from .request import BuildRequest
     from .compiler_cache import parse_spec
     from .toolchain import default_jobs
     if args.jobs is not None and args.jobs < 1:
@@ -301,7 +303,7 @@ def _cmd_build(args) -> int:
         jobs=args.jobs or default_jobs(),   # None: the machine's default
         verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=_src_overrides(args.src),
-        prefer_prebuilt=args.prefer_prebuilt, arch_policy=args.arch_policy,
+        prefer_prebuilt=args.prefer_prebuilt, arch_policy=ArchPolicy(args.arch_policy) if args.arch_policy else None,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild, upstream_tests=args.upstream_tests,
         one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
         cache=parse_spec(args.cache, "--cache") if args.cache else "")

@@ -9,9 +9,10 @@ from .console import QuietPipeConsole
 from .plan import Action, ActionKind, PackagePlan, make_plan, up_to_date
 from .project import Project
 from .recipes import Recipe
+from .request import BuildRequest
 
 
-def dry_run(project: Project, req, order: list[Recipe]) -> None:
+def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
     """Print the plan a build of ``order`` would run; build nothing, write nothing. The env is
     read as the build would find it (``venv.inspect``), so the wheel dir and keys printed are
     the build's; a venv not created yet is predicted (``venv.predicted``)."""
@@ -54,11 +55,11 @@ def dry_run(project: Project, req, order: list[Recipe]) -> None:
         out.print(f"\n# then: publish each verified wheel into {plan.wheel_dir}")
 
 
-def _up_to_date(plan, req) -> dict:
+def _up_to_date(plan, req: BuildRequest) -> dict:
     """The wheelhouse entries the build would keep as they are (same key, wheel intact),
     as the build itself decides (plan.up_to_date); none with --rebuild."""
     from .wheelhouse import Wheelhouse
-    if getattr(req, "rebuild", False):
+    if req.rebuild:
         return {}
     house = Wheelhouse(plan.wheel_dir)
     found = {pkg.name: up_to_date(house, pkg) for pkg in plan.packages}

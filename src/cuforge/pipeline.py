@@ -29,34 +29,13 @@ from .errors import BuildError, CuforgeError, VerifyError
 from .plan import Action, ActionKind, PackagePlan, Plan, make_plan, own_modules, up_to_date
 from .project import Project
 from .recipes import Recipe, selection
+from .request import BuildRequest
 from .runner import Step, listen, run
 from .target import Target, resolve
 from .wheelhouse import Entry, Status, Wheelhouse
 from .wheelmeta import wheel_requirements
 
 console = make_console(stderr=True)
-
-
-@dataclass(frozen=True)
-class BuildRequest:
-    """A parsed ``build`` command: typed and validated at the CLI edge."""
-
-    combo: Combo
-    packages: tuple[str, ...] = ()
-    jobs: int = 1
-    verbose: bool = False
-    dry_run: bool = False
-    keep_going: bool = False
-    src_overrides: tuple[tuple[str, Path], ...] = ()
-    prefer_prebuilt: bool = True
-    arch_policy: str = ""          # overrides every recipe's policy (e.g. cumm: ptx | native)
-    skip_smoke: bool = False
-    rebuild: bool = False          # rebuild packages whose wheel is up to date
-    one_at_a_time: bool = False    # packages one after another, each with every job
-    cache: str = ""                # compiler cache override: off | local | <dir> | redis://...
-    upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
-    team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
-    target: Target | None = None   # decided by the caller already (setup); else by build()
 
 
 @dataclass(frozen=True)
@@ -325,7 +304,7 @@ class Executor:
         wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
         say("verifying")
         checks, embedded = self._verify(pkg, wheel, log)
-        how = Status.PREBUILT if pkg.recipe.kind == "prebuilt" else Status.COMPILED
+        how = Status.COMPILED if pkg.recipe.kind.compiles else Status.PREBUILT
         return Made(wheel, how, checks, embedded, note)
 
     def _build_from_source(self, pkg: PackagePlan, cache, log: Path, say, why_off: str = ""):
@@ -503,7 +482,7 @@ class Executor:
         self._install_runtime_requirements(wheel, log)
         recipe = pkg.recipe
         archs = pkg.archs if recipe.arches.device_code and not (
-            recipe.kind == "prebuilt" and not recipe.arches.supported) else None
+            not recipe.kind.compiles and not recipe.arches.supported) else None
         ctx = context_from(self.env.info, archs, self.run_env,
                            no_device=self.env.target.no_device, sysroot=self.env.target.sysroot)
         report = verify_wheel(wheel, ctx, **self._smoke(recipe), modules=list(recipe.modules),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 from . import builddeps, compiler_cache, slots, sources
-from .arches import ArchList, check_supported
+from .arches import ArchList, ArchPolicy, check_supported
 from .builders import BuildJob, cmake_seed, steps_for
 from .compiler_cache import ActiveCache
 from .combos import Combo
@@ -27,7 +27,8 @@ from .console import make_console
 from .errors import ConfigError
 from .fingerprint import files_digest, key_of, tree_digest
 from .project import Project
-from .recipes import Recipe, Source
+from .recipes import BuildKind, Recipe, Source
+from .request import BuildRequest
 from .runner import Step
 from .toolchain import build_environment, jobs_within_memory, mem_available
 
@@ -143,18 +144,15 @@ def work_dir(project: Project, combo: Combo, recipe: Recipe) -> Path:
     return root / combo.env_id / recipe.name
 
 
-def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:
-    """The plan for ``order`` (dependencies first) in the combo env ``env``.
-
-    ``req`` is a pipeline.BuildRequest (jobs, verbose, prefer_prebuilt, arch_policy and
-    one_at_a_time are read)."""
+def make_plan(project: Project, req: BuildRequest, env, order: list[Recipe]) -> Plan:
+    """The plan for ``order`` (dependencies first) in the combo env ``env``."""
     combo = env.combo
     slot_script = slots_launcher(project, order, req)
     pooled = slot_script is not None
     shares = ({r.name: req.jobs for r in order} if req.one_at_a_time or pooled
               else job_shares(order, req.jobs))
     memory = MemoryBudget(req.jobs, mem_available(),
-                          alone=req.one_at_a_time or sum(r.kind != "prebuilt" for r in order) < 2)
+                          alone=req.one_at_a_time or sum(r.kind.compiles for r in order) < 2)
     planned: dict[str, PackagePlan] = {}
     for recipe in order:
         planned[recipe.name] = _package_plan(project, req, env, recipe, shares[recipe.name],
@@ -162,11 +160,11 @@ def make_plan(project: Project, req, env, order: list[Recipe]) -> Plan:
     return Plan(combo, req.jobs, wheel_dir(project, combo), tuple(planned.values()), pooled)
 
 
-def slots_launcher(project: Project, order: list[Recipe], req) -> Path | None:
+def slots_launcher(project: Project, order: list[Recipe], req: BuildRequest) -> Path | None:
     """The compile slots' launcher script (``slots.pool`` writes it), when two or more packages
     compile in one build (they may run side by side) and the platform has FIFOs; None for
     ``--one-at-a-time`` and single packages, which do without."""
-    compiling = sum(1 for r in order if r.kind != "prebuilt")
+    compiling = sum(r.kind.compiles for r in order)
     if req.one_at_a_time or compiling < 2:
         return None
     return slots.launcher_path(project.state_dir)
@@ -199,7 +197,7 @@ def job_shares(order: list[Recipe], budget: int) -> dict[str, int]:
     shares: dict[str, int] = {}
     at_once = max(1, budget // min(MIN_SHARE, budget))
     for level in set(depth.values()):
-        members = [r.name for r in order if depth[r.name] == level and r.kind != "prebuilt"]
+        members = [r.name for r in order if depth[r.name] == level and r.kind.compiles]
         width = max(1, min(len(members), at_once))
         for i, name in enumerate(members):
             shares[name] = budget // width + (1 if i % width < budget % width else 0)
@@ -233,7 +231,7 @@ class MemoryBudget:
                                f"{self.avail / 2**30:.0f} GB available{beside}")
 
 
-def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
+def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs: int,
                   planned: dict[str, PackagePlan], slot_script: Path | None = None,
                   memory: MemoryBudget | None = None) -> PackagePlan:
     combo = env.combo
@@ -251,25 +249,25 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
     # an extra git source with a subdir (MILo's submodules/tetra_triangulation) is that subdir
     defines = tuple((var, str(source_root(extra, work / "extra" / var)))
                     for var, extra in recipe.extra_sources)
-    if recipe.kind == "cmake":
-        defines += torch_defines(env.info)
+    defines += recipe.kind.builder.torch_defines(env.info)
     env_vars = {**dict(job_env(env, recipe, archs, jobs, threads)), **dict(defines)}
     if recipe.depends:   # the dependencies' overlays, this package's build only (builddeps)
         env_vars["PYTHONPATH"] = builddeps.overlay_pythonpath(
             work, recipe.depends, env_vars.get("PYTHONPATH") or os.environ.get("PYTHONPATH"))
     env_vars = tuple(sorted(env_vars.items()))
-    patch_sets = recipe.patches + (recipe.arches.native_patches if policy == "native" else ())
+    patch_sets = recipe.patches + (recipe.arches.native_patches if policy is ArchPolicy.NATIVE
+                                    else ())
 
     prebuilt: tuple[Action, ...] = ()
     cache, cache_off, uncached, bare = None, "", {}, {}
-    if req.prefer_prebuilt and recipe.prebuilt and recipe.kind != "prebuilt":
+    if req.prefer_prebuilt and recipe.prebuilt and recipe.kind.compiles:
         prebuilt = (_clean(work / "prebuilt"),
                     *_run_all(download_steps(env, recipe, archs, work / "prebuilt", env_vars,
                                              req.verbose)),
                     *_deps(recipe, work),   # its import check needs them too
                     Action(ActionKind.GATE, "verify the prebuilt wheel (abi, symbols, cudart, fatbin, "
                            "import, smoke); keep it only if all pass"))
-    if recipe.kind == "prebuilt":
+    if not recipe.kind.compiles:
         actions = [_clean(work / "dist"),
                    *_run_all(download_steps(env, recipe, archs, work / "dist", env_vars,
                                             req.verbose)),
@@ -296,7 +294,7 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                 description=f"build requirements of {recipe.name}"), shares_env=True))
         actions += _deps(recipe, work)
         actions.append(_clean(work / "dist"))
-        cache, cache_off = compiler_cache.plan_for(project, combo, getattr(req, "cache", ""),
+        cache, cache_off = compiler_cache.plan_for(project, combo, req.cache,
                                                    recipe)
         job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
                        req.verbose, project.root / "native" / "cmake", defines, cache,
@@ -326,17 +324,6 @@ def _package_plan(project: Project, req, env, recipe: Recipe, jobs: int,
                        tuple(actions), tuple(sorted(inputs.items())), key_of(inputs),
                        _resume_key(source_inputs, env), cache, cache_off,
                        tuple((a, b) for a, b in uncached.items() if a != b), jobs_note)
-
-
-def torch_defines(info) -> tuple[tuple[str, str], ...]:
-    """What native/cmake/CuforgeTorch.cmake would otherwise ask the interpreter (one more
-    ``import torch`` per configure): the env check has already probed it."""
-    if not info.has_torch or info.torch_lib is None:
-        return ()
-    return (("CUFORGE_TORCH_INCLUDE_DIRS", ";".join(map(str, info.include_paths))),
-            ("CUFORGE_TORCH_LIBRARY_DIR", str(info.torch_lib)),
-            ("CUFORGE_TORCH_CXX11_ABI", "1" if info.cxx11_abi else "0"),
-            ("CUFORGE_TORCH_VERSION", info.torch_full or info.torch))
 
 
 def _resume_key(source_inputs: dict, env) -> str:
@@ -377,7 +364,7 @@ def _run_all(steps) -> list[Action]:
 def _with_cmake_seed(job: BuildJob, runs: list[Action]) -> list[Action]:
     """A CMake build with a compiler cache: CMake's compiler detection is seeded into a fresh
     build dir before, and kept after (builders/cmake_seed.py)."""
-    if job.recipe.kind != "cmake" or job.cache is None or not runs:
+    if not job.recipe.kind.builder.SEEDS_DETECTION or job.cache is None or not runs:
         return runs
     step = runs[0].step
     # beside the package's sccache store, not in it: sccache evicts what it finds there
@@ -393,7 +380,7 @@ def _with_cmake_seed(job: BuildJob, runs: list[Action]) -> list[Action]:
 def download_steps(env, recipe: Recipe, archs: ArchList, out: Path,
                    env_vars: tuple[tuple[str, str], ...], verbose: bool) -> list[Step]:
     """``pip download`` of the recipe's published wheel into ``out``."""
-    pre = replace(recipe, kind="prebuilt",
+    pre = replace(recipe, kind=BuildKind.PREBUILT,
                   prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env, archs))
     return steps_for(BuildJob(pre, env.python, out, out, out, archs, env_vars, verbose))
 
@@ -475,16 +462,16 @@ def _patch_files(project: Project, names) -> list[Path]:
 
 
 @cache
-def effective_policy(recipe: Recipe, combo: Combo, req) -> str:
+def effective_policy(recipe: Recipe, combo: Combo, req: BuildRequest) -> ArchPolicy:
     """The arch policy this build uses: the command line's, else the recipe's; ``auto`` means
     ``native`` (the package patched to know every target, own SASS) when the recipe has such
     patches and the toolkit compiles every target, else ``ptx`` (nearest known arch + PTX)."""
     policy = req.arch_policy or recipe.arches.policy
-    if policy != "auto":
+    if policy is not ArchPolicy.AUTO:
         return policy
     unknown = [t.arch for t in combo.arches if t.arch.base not in recipe.arches.supported]
     if not unknown:
-        return "native"
+        return ArchPolicy.NATIVE
     try:
         check_supported(combo.arches, combo.accel.cuda)
     except ConfigError:
@@ -495,13 +482,13 @@ def effective_policy(recipe: Recipe, combo: Combo, req) -> str:
         console.print(f"[yellow]{recipe.name}[/]: arch policy auto -> ptx: "
                       f"{' '.join(map(str, unknown))} not in its table and no native patch / "
                       f"toolkit support; they run by PTX JIT")
-        return "ptx"
-    return "native"
+        return ArchPolicy.PTX
+    return ArchPolicy.NATIVE
 
 
-def package_arches(recipe: Recipe, combo: Combo, req) -> ArchList | None:
+def package_arches(recipe: Recipe, combo: Combo, req: BuildRequest) -> ArchList | None:
     """The combo's arches after the recipe's rule; None for a prebuilt without an arch table."""
-    if recipe.kind == "prebuilt" and not recipe.arches.supported:
+    if not recipe.kind.compiles and not recipe.arches.supported:
         return None
     rule = replace(recipe.arches, policy=effective_policy(recipe, combo, req))
     return rule.map(combo.arches)

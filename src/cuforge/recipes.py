@@ -5,19 +5,59 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .arches import ArchList, Target, map_to_supported, parse_target
+from .arches import ArchList, ArchPolicy, Target, map_to_supported, parse_target
 from .errors import ConfigError, NothingToDo
 from .project import Project
 from .tomlfile import read_toml
 
-BUILD_KINDS = ("setuptools", "cmake", "prebuilt")
-ARCH_POLICIES = ("auto", "native", "ptx", "skip", "error")
+if TYPE_CHECKING:
+    from .builders import KindModule
+
+
+
+class BuildKind(StrEnum):
+    """How a recipe becomes a wheel; each kind is one module of ``cuforge.builders`` with the
+    same interface (``builders.KindModule``)."""
+
+    SETUPTOOLS = "setuptools"   # setup.py / pyproject through the PEP 517 hooks
+    CMAKE = "cmake"             # a CMake project through scikit-build-core
+    PREBUILT = "prebuilt"       # a published wheel, pinned by sha256
+
+    @property
+    def builder(self) -> KindModule:
+        """The module that builds this kind (imported when first asked)."""
+        from .builders import kind_module
+        return kind_module(self)
+
+    @property
+    def compiles(self) -> bool:
+        """Whether building this kind runs compilers (a prebuilt is a download)."""
+        return self.builder.COMPILES
+
+    @classmethod
+    def parse(cls, value: str, where: str) -> BuildKind:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ConfigError(f"{where}: kind must be one of {', '.join(cls)}, not {value!r}",
+                              hint="setuptools (setup.py/pyproject), cmake (scikit-build-core) "
+                              "or prebuilt (a published wheel, pinned by sha256)") from None
+
 RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "config_settings",
                "source", "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
                "notes", "compile_memory_gb", "upstream_tests"}
+
+
+class SourceKind(StrEnum):
+    PATH = "path"     # a local tree (ours in native/, or --src)
+    GIT = "git"       # a repository at a pinned commit
+    SDIST = "sdist"   # a published source archive, pinned by sha256
+    NONE = "none"     # no source (a prebuilt)
 
 
 @dataclass(frozen=True)
@@ -32,8 +72,9 @@ class Source:
     sha256: str = ""
 
     @property
-    def kind(self) -> str:
-        return "path" if self.path else "git" if self.git else "sdist" if self.sdist else "none"
+    def kind(self) -> SourceKind:
+        return (SourceKind.PATH if self.path else SourceKind.GIT if self.git
+                else SourceKind.SDIST if self.sdist else SourceKind.NONE)
 
     def describe(self) -> str:
         """What the manifest records: ``url@commit[:subdir]``, ``sdist-url#sha256=...``, or a path."""
@@ -48,7 +89,7 @@ class Source:
 class ArchRule:
     """How a package takes the combo's arches: kept, mapped to its own table, or narrowed."""
 
-    policy: str = "native"
+    policy: ArchPolicy = ArchPolicy.NATIVE
     supported: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()   # extra variables, rendered from the mapped list
     ptx: bool = True           # False: the package emits no PTX; +PTX is dropped
@@ -58,21 +99,26 @@ class ArchRule:
     # whose own .cu files get nvcc's default arch (cumm, spconv: sm_75 + compute_75).
     append_gencode: bool = False
 
-    def explain(self, requested: ArchList, policy: str) -> str:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", ArchPolicy(self.policy))   # ValueError: no such policy
+
+    def explain(self, requested: ArchList, policy: ArchPolicy) -> str:
         """For the manifest: how targets outside the package's table were handled.
 
         >>> from .arches import parse_arch_list
-        >>> ArchRule("ptx", ("9.0", "12.0")).explain(parse_arch_list("12.0;12.1+PTX"), "ptx")
+        >>> ptx = ArchPolicy.PTX
+        >>> ArchRule(ptx, ("9.0", "12.0")).explain(parse_arch_list("12.0;12.1+PTX"), ptx)
         'arch policy ptx: outside its arch table: 12.1 -> 12.0+PTX'
         """
+        policy = ArchPolicy(policy)
         known = {parse_target(a).arch for a in self.supported}
         parts = []
         for t in requested:
             if not known or t.arch in known:
                 continue
-            if policy == "native":
+            if policy is ArchPolicy.NATIVE:
                 parts.append(f"{t.arch} kept (table patched)")
-            elif policy == "ptx":
+            elif policy is ArchPolicy.PTX:
                 to = map_to_supported(ArchList((t,)), list(self.supported), policy)
                 parts.append(f"{t.arch} -> {to}")
             else:
@@ -157,7 +203,7 @@ UPSTREAM_TEST_KEYS = {"path", "command", "requires", "gpu", "timeout", "source",
 @dataclass(frozen=True)
 class Recipe:
     name: str
-    kind: str
+    kind: BuildKind
     source: Source
     depends: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
@@ -177,6 +223,9 @@ class Recipe:
     compile_memory_gb: float = 0.0
     upstream_tests: UpstreamTests | None = None   # upstream's own suite ([upstream_tests])
     file: Path | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", BuildKind(self.kind))   # ValueError: no such kind
 
 
 def load_recipes(project: Project) -> dict[str, Recipe]:
@@ -213,20 +262,13 @@ def parse_recipe(path: Path) -> Recipe:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}",
                           hint=f"a recipe may have: {', '.join(sorted(RECIPE_KEYS))}")
     name = data.get("name") or path.stem
-    kind = data.get("kind", "setuptools")
-    if kind not in BUILD_KINDS:
-        raise ConfigError(f"{where}: kind must be one of {', '.join(BUILD_KINDS)}, not {kind!r}",
-                          hint="setuptools (setup.py/pyproject), cmake (scikit-build-core) or "
-                          "prebuilt (a published wheel, pinned by sha256)")
+    kind = BuildKind.parse(data.get("kind", "setuptools"), where)
     source = _source(data.get("source", {}), where)
-    if kind != "prebuilt" and source.kind == "none":
+    if kind is not BuildKind.PREBUILT and source.kind is SourceKind.NONE:
         raise ConfigError(f"{where}: [source] needs one of path, git (+commit), sdist (+sha256)",
                           hint="see recipes/cuforge-demo.toml and docs/adding-a-package.md")
     arch = data.get("arches", {})
-    policy = arch.get("policy", "native")
-    if policy not in ARCH_POLICIES:
-        raise ConfigError(f"{where}: arches.policy must be one of {', '.join(ARCH_POLICIES)}",
-                          hint="docs/how-it-works.md explains each policy")
+    policy = ArchPolicy.parse(arch.get("policy", "native"), f"{where}: arches.policy")
     prebuilt = data.get("prebuilt", {})
     pins = _prebuilt_pins(prebuilt, where)
     return Recipe(
@@ -293,7 +335,7 @@ def _upstream_tests(table: dict | None, where: str) -> UpstreamTests | None:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ConfigError(f"{where}: `timeout` must be a number of seconds, not {timeout!r}")
     source = _source(table["source"], f"{where}.source") if "source" in table else None
-    if source is not None and source.kind == "none":
+    if source is not None and source.kind is SourceKind.NONE:
         raise ConfigError(f"{where}.source needs one of path, git (+commit), sdist (+sha256)")
     return UpstreamTests(path, tuple(command), requires, bool(table.get("gpu", True)),
                          float(timeout), source)

@@ -190,7 +190,8 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
 
 # -- steps -----------------------------------------------------------------------------------
 def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
-    from .pipeline import BuildRequest, build
+    from .pipeline import build
+    from .request import BuildRequest
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
                    f"{', '.join(p.missing) or 'none'})"))
     # keep going: an optional package's failure must not stop the others

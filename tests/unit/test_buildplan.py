@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cuforge.combos import select_combo, with_overrides
-from cuforge.pipeline import BuildRequest
+from cuforge.request import BuildRequest
 from cuforge.plan import job_shares, make_plan
 from cuforge.target import resolve
 from cuforge.project import Project, find_project

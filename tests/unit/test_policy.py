@@ -1,5 +1,5 @@
 from cuforge.combos import select_combo, with_overrides
-from cuforge.pipeline import BuildRequest
+from cuforge.request import BuildRequest
 from cuforge.plan import effective_policy, package_arches
 from cuforge.project import find_project
 from cuforge.recipes import ArchRule, Recipe, Source

@@ -1,16 +1,22 @@
-"""Build kinds: one module each, same interface — ``steps(job) -> list[Step]`` that leave
-exactly one wheel in ``job.out_dir``; ``kind_module`` maps a recipe's ``kind`` to its module."""
+"""Build kinds: one module each (like cibuildwheel's platform modules), same interface,
+``KindModule``: the steps that leave exactly one wheel in ``job.out_dir``, whether the kind
+runs compilers, the CMake variables it takes from torch, and whether its configure step's
+compiler detection can be seeded. ``kind_module`` maps a recipe's ``BuildKind`` to its module."""
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ..arches import ArchList
 from ..compiler_cache import ActiveCache
-from ..recipes import Recipe
+from ..recipes import BuildKind, Recipe
+
+if TYPE_CHECKING:
+    from ..runner import Step
+    from ..torchinfo import TorchInfo
 
 
 @dataclass(frozen=True)
@@ -41,13 +47,25 @@ class BuildJob:
         return self.slots.parent / "launchers" if self.slots else None
 
 
-def kind_module(kind: str) -> ModuleType:
-    """A kind's module (each of recipes.BUILD_KINDS is one here), imported when first used:
-    ``python -m cuforge.builders.pep517`` imports this package, and an eager import of the kinds
-    (which import pep517) would load that module twice (runpy's RuntimeWarning in every
-    build log)."""
-    return importlib.import_module(f"{__name__}.{kind}")
+class KindModule(Protocol):
+    """What every module of this package that builds a kind provides."""
+
+    COMPILES: bool          # runs compilers (takes compile slots and jobs); False: a download
+    SEEDS_DETECTION: bool   # its configure's compiler detection is kept and seeded (cmake_seed)
+
+    def steps(self, job: BuildJob) -> list[Step]: ...
+
+    def torch_defines(self, info: TorchInfo) -> tuple[tuple[str, str], ...]:
+        """Variables the build takes from the probed torch instead of asking it again."""
+        ...
 
 
-def steps_for(job: BuildJob):
+def kind_module(kind: BuildKind) -> KindModule:
+    """A kind's module, imported when first used: ``python -m cuforge.builders.pep517``
+    imports this package, and an eager import of the kinds (which import pep517) would load
+    that module twice (runpy's RuntimeWarning in every build log)."""
+    return cast(KindModule, importlib.import_module(f"{__name__}.{BuildKind(kind).value}"))
+
+
+def steps_for(job: BuildJob) -> list[Step]:
     return kind_module(job.recipe.kind).steps(job)

@@ -10,6 +10,19 @@ from ..runner import Step
 from . import pep517
 
 LANGUAGES = ("C", "CXX", "CUDA")
+COMPILES = True
+SEEDS_DETECTION = True   # CMake's compiler detection, kept beside the compiler cache
+
+
+def torch_defines(info) -> tuple[tuple[str, str], ...]:
+    """What native/cmake/CuforgeTorch.cmake would otherwise ask the interpreter (one more
+    ``import torch`` per configure): the env check has already probed it."""
+    if not info.has_torch or info.torch_lib is None:
+        return ()
+    return (("CUFORGE_TORCH_INCLUDE_DIRS", ";".join(map(str, info.include_paths))),
+            ("CUFORGE_TORCH_LIBRARY_DIR", str(info.torch_lib)),
+            ("CUFORGE_TORCH_CXX11_ABI", "1" if info.cxx11_abi else "0"),
+            ("CUFORGE_TORCH_VERSION", info.torch_full or info.torch))
 
 
 def steps(job) -> list[Step]:

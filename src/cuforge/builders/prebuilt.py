@@ -7,6 +7,13 @@ import sys
 
 from ..runner import Step
 
+COMPILES = False
+SEEDS_DETECTION = False
+
+
+def torch_defines(info) -> tuple[tuple[str, str], ...]:
+    return ()   # nothing is configured
+
 
 def steps(job) -> list[Step]:
     argv = [str(job.python), "-m", "pip", "download", "--only-binary=:all:", "--no-deps",

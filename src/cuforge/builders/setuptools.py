@@ -17,6 +17,12 @@ from ..scripts import write_script
 from . import pep517
 
 SHIM = Path(__file__).resolve().parent / "shim"
+COMPILES = True
+SEEDS_DETECTION = False   # a setup.py's own CMake (if any) is its business
+
+
+def torch_defines(info) -> tuple[tuple[str, str], ...]:
+    return ()   # setup.py imports torch itself
 
 
 def steps(job) -> list[Step]:
