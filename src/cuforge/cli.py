@@ -9,9 +9,12 @@ traceback. A reader that goes away (``cuforge matrix | head``) ends the command 
 from __future__ import annotations
 
 import argparse
+import keyword
 import os
 import signal
 import sys
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 
@@ -242,6 +245,58 @@ def _parser() -> argparse.ArgumentParser:
     em.set_defaults(func=_cmd_emulation)
 
     return p
+
+
+@dataclass(frozen=True)
+class CommandOption:
+    """One argument of a command as another front end (tasks.py) offers it."""
+
+    flag: str        # --cuda-arch (a positional: its dest)
+    param: str       # cuda_arch: the Python name (``in_`` for --in)
+    switch: bool     # takes no value
+    many: bool       # may be given several times (or takes several values)
+    required: bool
+    help: str
+
+    @property
+    def task_default(self):
+        return False if self.switch else None if self.many else ""
+
+    def argv(self, value) -> list[str]:
+        """The command-line words for ``value`` (none for an unset one)."""
+        if self.switch:
+            return [self.flag] if value else []
+        if self.many:
+            return [w for v in value or () for w in (self.flag, str(v))]
+        return [] if value in (None, "") else [self.flag, str(value)]
+
+
+def _subcommand(command: str) -> argparse.ArgumentParser:
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command]
+
+
+def _described(action: argparse.Action, flag: str) -> CommandOption:
+    name = flag.lstrip("-").replace("-", "_")
+    switch = action.nargs == 0
+    many = isinstance(action, argparse._AppendAction) or action.nargs in ("+", "*")
+    return CommandOption(flag, name + "_" if keyword.iskeyword(name) else name, switch, many,
+                         bool(action.required) or action.nargs == "+", action.help or "")
+
+
+@cache
+def command_options(command: str) -> tuple[CommandOption, ...]:
+    """The options of ``cuforge COMMAND`` (each by its long flag), as tasks.py offers them."""
+    return tuple(_described(a, max(a.option_strings, key=len))
+                 for a in _subcommand(command)._actions
+                 if a.option_strings and not isinstance(a, argparse._HelpAction))
+
+
+@cache
+def command_positionals(command: str) -> dict[str, CommandOption]:
+    """The positional arguments of ``cuforge COMMAND``, by dest."""
+    return {a.dest: _described(a, a.dest) for a in _subcommand(command)._actions
+            if not a.option_strings}
 
 
 def _combo_args(p: argparse.ArgumentParser) -> None:
