@@ -31,7 +31,7 @@ from .project import Project
 from .recipes import Recipe, selection
 from .request import BuildRequest
 from .runner import Step, listen, run
-from .target import Target, resolve
+from .target import resolve
 from .wheelhouse import Entry, Status, Wheelhouse
 from .wheelmeta import wheel_requirements
 

@@ -31,6 +31,10 @@ class Toolkit:
     root: Path
     version: Version
     host: HostCompiler | None = None   # the probed host compiler (cuforge.hostcxx.choose)
+    # its headers' and libraries' dirs: an assembled root's are known before it exists (a dry
+    # run shows them as the build will use them); a system toolkit's are the ones it has
+    include_dirs: tuple[Path, ...] = ()
+    lib_dirs: tuple[Path, ...] = ()
 
     @property
     def nvcc(self) -> Path:
@@ -86,7 +90,16 @@ def find_system_toolkit(expected: Version) -> Toolkit:
                              hint=f"install CUDA {expected} and point CUDA_HOME at it (CUDA "
                              "13 combos can also use toolkit = \"pypi\": the nvidia-cuda-* "
                              "wheels; CUDA 12 has no nvcc wheel)")
-    return Toolkit(toolkit_root_of(nvcc), version)
+    root = toolkit_root_of(nvcc)
+    libs = [d for d in (root / "lib64", root / "lib") if d.is_dir()]
+    if len(libs) == 2 and libs[0].resolve() == libs[1].resolve():
+        libs = libs[1:]
+    return Toolkit(root, version, include_dirs=(root / "include",), lib_dirs=tuple(libs))
+
+
+def _assembled(root: Path, version: Version) -> Toolkit:
+    """The toolkit at an assembled root (lib64 is a link to lib there)."""
+    return Toolkit(root, version, include_dirs=(root / "include",), lib_dirs=(root / "lib",))
 
 
 # Bump when the assembled layout changes, so roots made by an older cuforge are redone.
@@ -137,7 +150,7 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path, cuda_target: str = ""
             dest.rename(old)
         tmp.rename(dest)
         shutil.rmtree(old, ignore_errors=True)
-    return Toolkit(dest, nvcc_version(dest / "bin" / "nvcc", env))
+    return _assembled(dest, nvcc_version(dest / "bin" / "nvcc", env))
 
 
 def pypi_toolkit_at(dest: Path, expected: Version, *,
@@ -145,7 +158,7 @@ def pypi_toolkit_at(dest: Path, expected: Version, *,
     """The toolkit ``assemble_pypi_toolkit`` made (or will make) at ``dest``, read only: its
     nvcc's version once it is there, else the combo's (the env's wheels are pinned to it)."""
     nvcc = dest / "bin" / "nvcc"
-    return Toolkit(dest, nvcc_version(nvcc, env) if nvcc.exists() else expected)
+    return _assembled(dest, nvcc_version(nvcc, env) if nvcc.exists() else expected)
 
 
 _SONAME = re.compile(r"^(lib.+?)\.so\.(\d+)(\.\d+)*$")
@@ -267,7 +280,7 @@ def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi
     """The variables every package build gets, on top of the user's environment."""
     path = os.pathsep.join([*map(str, bin_dirs), str(toolkit.root / "bin"),
                             os.environ.get("PATH", "")])
-    include = [toolkit.root / "include", *extra_include]
+    include = [*toolkit.include_dirs, *extra_include]
     return {
         "CUDA_HOME": str(toolkit.root),
         "CUDA_PATH": str(toolkit.root),
@@ -275,12 +288,12 @@ def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi
         "PATH": path,
         # cuBLAS/cuSPARSE/cuRAND headers that ATen/cuda includes live in torch's nvidia wheels.
         "CPATH": _join_paths(include, os.environ.get("CPATH")),
-        "LIBRARY_PATH": _join_paths([toolkit.root / "lib", *extra_lib],
+        "LIBRARY_PATH": _join_paths([*toolkit.lib_dirs, *extra_lib],
                                     os.environ.get("LIBRARY_PATH")),
         # A package's setup may import one built before it (spconv's imports cumm, whose
         # core_cc needs libnvrtc.so.N): make the toolkit's and the venv's CUDA libraries
         # loadable without torch preloading them. Verification says whether a user needs this.
-        "LD_LIBRARY_PATH": _join_paths(_lib_dirs(toolkit.root, extra_lib),
+        "LD_LIBRARY_PATH": _join_paths([*toolkit.lib_dirs, *extra_lib],
                                        os.environ.get("LD_LIBRARY_PATH")),
         "TORCH_CUDA_ARCH_LIST": archs.torch_env(),
         "CUDAARCHS": archs.cmake(),
@@ -293,15 +306,10 @@ def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi
     }
 
 
-def _lib_dirs(root: Path, extra: list[Path]) -> list[Path]:
-    dirs = [root / "lib64", root / "lib"]
-    if dirs[0].resolve() == dirs[1].resolve():
-        dirs = dirs[1:]
-    return [*dirs, *extra]
-
-
 def _join_paths(paths: list[Path], existing: str | None) -> str:
-    items = [str(p) for p in paths if p.is_dir()]
+    """The dirs (which the env has, or will have once made: never filtered by what exists
+    now, so a dry run shows the build's value) before the user's own."""
+    items = list(map(str, paths))
     if existing:
         items.append(existing)
     return os.pathsep.join(items)

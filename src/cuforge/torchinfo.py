@@ -8,6 +8,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import Version
+
+from . import data
 from .errors import ToolchainError
 from .runner import capture
 
@@ -57,6 +60,25 @@ class TorchInfo:
     @property
     def has_torch(self) -> bool:
         return bool(self.torch)
+
+
+def expected(root: Path, py_version: str, torch: str, label: str, cuda: str, machine: str,
+             nvidia_dirs: tuple[str, ...]) -> TorchInfo:
+    """What ``probe`` will answer in a venv at ``root`` once torch ``torch`` (its build
+    ``label``, e.g. ``cu130``) is installed there: torch's own layout, the ABI of its release
+    (``data/torch_builds.toml``), and the ``site-packages/nvidia/<dir>s`` its CUDA wheels make
+    (``nvidia_dirs``, envs/accels.toml). What a dry run shows for an env not made yet."""
+    site = root / "lib" / f"python{py_version}" / "site-packages"
+    nvidia = [site / "nvidia" / d for d in nvidia_dirs]
+    include = site / "torch" / "include"
+    since = Version(data.table("torch_builds")["cxx11_abi_since"])
+    return TorchInfo(python=root / "bin" / "python", py_version=py_version, site_packages=site,
+                     machine=machine, torch=torch, torch_full=f"{torch}+{label}", cuda=cuda,
+                     cxx11_abi=Version(torch) >= since, torch_lib=site / "torch" / "lib",
+                     include_paths=(include, include / "torch" / "csrc" / "api" / "include"),
+                     cmake_prefix_path=str(site / "torch" / "share" / "cmake"),
+                     nvidia_include=tuple(d / "include" for d in nvidia),
+                     nvidia_lib=tuple(d / "lib" for d in nvidia))
 
 
 def probe(python: Path, env: tuple[tuple[str, str], ...] = ()) -> TorchInfo:

@@ -18,7 +18,7 @@ from .errors import ToolchainError
 from .tools import find_uv
 from .runner import Step, run
 from .toolchain import Toolkit, assemble_pypi_toolkit, find_system_toolkit, pypi_toolkit_at
-from .torchinfo import TorchInfo, probe, probe_venv
+from .torchinfo import TorchInfo, expected, probe, probe_venv
 
 from .target import Target
 
@@ -123,6 +123,8 @@ def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
                 faults.point("env")
         info = probe_venv(root, env=target.step_env())
         _check_torch(info, combo)
+        if not reused:
+            _note_unpredicted(info, combo)
         toolkit = _toolkit(combo, info, root / "cuda", target)
         if target.emulator is not None:   # its compilers: this machine's build (emulation.toml)
             _native_tools(target.emulator, info, toolkit, root / "native-tools", log=log,
@@ -151,15 +153,24 @@ def predicted(state_dir: Path, combo: Combo, target: Target) -> ComboEnv:
     torch's facts as the combo names them (``torch_libs``: where its CUDA wheels put their
     headers and libraries, per accelerator in envs/accels.toml)."""
     root = env_dir(state_dir, combo)
-    site = root / "lib" / f"python{combo.python}" / "site-packages"
-    nvidia = [site / "nvidia" / d for d in combo.accel.torch_libs]
-    info = TorchInfo(python=root / "bin" / "python", py_version=combo.python, site_packages=site,
-                     machine=target.machine, torch=combo.torch, torch_full=combo.torch,
-                     cuda=str(combo.accel.cuda), cxx11_abi=True, torch_lib=site / "torch" / "lib",
-                     nvidia_include=tuple(d / "include" for d in nvidia),
-                     nvidia_lib=tuple(d / "lib" for d in nvidia))
+    cuda = combo.accel.cuda
+    info = expected(root, combo.python, combo.torch, combo.accel.tag,
+                    f"{cuda.major}.{cuda.minor}", target.machine, combo.accel.torch_libs)
     toolkit = _toolkit(combo, info, root / "cuda", target, assemble=False)
     return ComboEnv(combo, info, toolkit, root, False, target)
+
+
+def _note_unpredicted(info: TorchInfo, combo: Combo) -> None:
+    """Say so when torch's CUDA wheels made other ``nvidia/`` dirs than envs/accels.toml's
+    ``torch_libs``: a dry run before the env existed showed other include and library dirs
+    (and so other keys) than the build uses."""
+    made = [d.parent.name for d in info.nvidia_lib]
+    headers = [d.parent.name for d in info.nvidia_include]
+    if made != list(combo.accel.torch_libs) or headers != made:
+        print(f"note: torch's CUDA wheels made site-packages/nvidia/{{{','.join(made)}}}, but "
+              f"envs/accels.toml [{combo.accel.tag}] torch_libs = {list(combo.accel.torch_libs)}"
+              ": a dry run before this env existed predicted other include dirs; set "
+              f"torch_libs = {made}", file=sys.stderr)
 
 
 def _native_tools(emulator: emulation.Emulator, info: TorchInfo, toolkit: Toolkit, dest: Path,

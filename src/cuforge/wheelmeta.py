@@ -37,12 +37,10 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
+
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -50,6 +48,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from . import data
 from .digest import record_digest
 from .runtimedeps import base_name
 
@@ -104,9 +103,8 @@ class TorchBuild:
         return accel
 
 
-@cache
 def _builds_table() -> dict:
-    return tomllib.loads(resources.files("cuforge.data").joinpath("torch_builds.toml").read_text())
+    return data.table("torch_builds")
 
 
 def known_labels() -> tuple[str, ...]:
