@@ -95,13 +95,6 @@ def top_level_names(archive_names: Iterable[str]) -> list[str]:
     return sorted(n for n in names if n.isidentifier())
 
 
-def refusal(what: str, torch: str, cuda: str, found: str, found_cuda: str) -> str:
-    """The guard's line (the same words as in :data:`_SOURCE`), for the docs and tests."""
-    return (f"{what} was built for torch {torch} ({cuda}), but this environment has torch "
-            f"{found} ({found_cuda}): install torch {torch} ({cuda}), or a build of it for "
-            f"torch {found}")
-
-
 def files(dist: str, what: str, names: list[str], torch: str, labels: list[str],
           cuda: str) -> dict[str, bytes]:
     """The guard's two files, by archive path, for a wheel of ``dist`` (``what``: its name and

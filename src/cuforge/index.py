@@ -123,12 +123,6 @@ def wheels_in(directory: Path) -> list[Path]:
     return wheels
 
 
-def scan(directory: Path) -> IndexTree:
-    """What an index of ``directory`` would list now: every wheel's name, version, sha256,
-    size and Requires-Python (read from the wheels themselves)."""
-    return IndexTree(directory, _sorted(_describe(w, sha256_of(w)) for w in wheels_in(directory)))
-
-
 def rewrite(directory: Path) -> IndexTree:
     """Write (or rewrite) ``directory``'s index; the caller holds the wheelhouse lock
     (``Wheelhouse.write_index``)."""

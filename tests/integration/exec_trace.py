@@ -16,7 +16,8 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from cuforge.rootrun import Entry, host_path
+from cuforge.rootrun import Entry
+from root_paths import host_path
 
 _EXEC = re.compile(r'^(\d+) +execve\("((?:[^"\\]|\\.)*)", \[(.*)')
 _DONE = re.compile(r"= (-?\d+)(?: [A-Z]+ .*)?$")

@@ -13,7 +13,8 @@ import dataclasses
 from pathlib import Path
 
 from cuforge.patching import PatchSet, load_patch_set
-from cuforge.patching.pyfunc import ReplaceFunction, function_hash_in
+from cuforge.patching.pyfunc import ReplaceFunction
+from patch_hashes import function_hash_in
 
 PATCHES = Path(__file__).resolve().parents[2] / "patches"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from dataclasses import replace
 
 import pytest
 
@@ -199,8 +200,21 @@ def interpreter_with_torch(tmp_path: Path) -> Path:
     python = base / "bin" / "python"
     subprocess.run([*_installer("pip", python)(       # its own pip (quicker than ensurepip)
         "-q", "--no-index", "--no-compile", str(bundled_pip),
-        str(_wheel(tmp_path / "w", "torch", "2.11.0")))], check=True)
+        str(_probe_shaped_torch(tmp_path / "w")))], check=True)
     return python
+
+
+def _probe_shaped_torch(d: Path) -> Path:
+    """torch 2.11.0 for CUDA 13.0 with only what setup's interpreter check reads (the same
+    probe a build runs first): its version, CUDA, ABI flag, include and CMake paths."""
+    files = {
+        "torch/__init__.py": "__version__ = '2.11.0'\nfrom . import version, _C, utils\n",
+        "torch/version.py": "cuda = '13.0'\n",
+        "torch/_C.py": "_GLIBCXX_USE_CXX11_ABI = True\n",
+        "torch/utils/__init__.py": "cmake_prefix_path = ''\n",
+        "torch/utils/cpp_extension.py": "def include_paths():\n    return []\n",
+    }
+    return vb.make_wheel(d, "torch", files, version="2.11.0", tag="py3-none-any")
 
 
 @pytest.mark.parametrize("uv_here", [True, False], ids=["uv-on-path", "no-uv"])
@@ -230,7 +244,9 @@ def test_a_torch_seen_through_the_pth_satisfies_requirements_that_need_it(
     assert _version(python, "torch") == "2.11.0"          # seen through the .pth only
 
     project = find_project(Path(__file__).resolve().parents[2])
-    combo = with_overrides(select_combo(project, name="h200"), interpreter=str(interpreter_with_torch))
+    combo = replace(with_overrides(select_combo(project, name="h200"),
+                                   interpreter=str(interpreter_with_torch)),
+                    python="%d.%d" % sys.version_info[:2])      # the interpreter's Python here
     req = workstation.SetupRequest("milo", checkout, venv_dir, combo,
                                    index=IndexOptions((links,), no_index=True))
     p = workstation.decide(project, req, resolve(project, combo))

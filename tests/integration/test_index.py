@@ -23,7 +23,6 @@ import pytest
 from loopback_index import pypiserver
 
 from cuforge.errors import VerifyError
-from cuforge.index import scan
 from cuforge.wheelhouse import write_indexes
 from cuforge.wheelmeta import torch_requirement
 from cuforge.tools import find_uv
@@ -206,7 +205,7 @@ def test_a_wheel_in_the_wrong_platform_tree_is_refused(tmp_path):
     assert not (d / "simple").exists()       # nothing written
     make_wheel(d, "cuforge-tiny-arm", "0.1", tag="cp312-cp312-linux_aarch64")
     (d / "cuforge_tiny_ext-0.1-cp312-cp312-linux_x86_64.whl").unlink()
-    assert [f.project for f in scan(d).files] == ["cuforge-tiny-arm"]
+    assert [f.project for f in write_indexes([tmp_path])[0].files] == ["cuforge-tiny-arm"]
 
 
 def test_pip_installs_through_pypiserver_on_loopback(indexed, tmp_path):

@@ -189,8 +189,9 @@ def test_a_later_swap_of_torch_is_refused_at_import(offers, tmp_path, tool, swap
     assert check.returncode != 0 and "cuforge-tiny-ext" in check.stdout, check.stdout
     refused = subprocess.run([str(python), "-c", "import cuforge_tiny_ext"], capture_output=True,
                              text=True)
-    line = importguard.refusal("cuforge-tiny-ext 0.1+cu130torch2.14.1", "2.14.1", "cu130", swap,
-                               SWAPS[swap])
+    line = (f"cuforge-tiny-ext 0.1+cu130torch2.14.1 was built for torch 2.14.1 (cu130), but "
+            f"this environment has torch {swap} ({SWAPS[swap]}): install torch 2.14.1 (cu130), "
+            f"or a build of it for torch {swap}")
     assert refused.returncode != 0 and refused.stderr.splitlines()[-1] == f"ImportError: {line}", \
         refused.stderr
     other = subprocess.run([str(python), "-c", "import json, torch; print(torch.__version__)"],

@@ -12,6 +12,7 @@ import pytest
 from cuforge import compiler_cache as cc
 from cuforge.builders import cmake, setuptools
 from cuforge.runner import Step, run
+from cuforge.scripts import write_script
 from cuforge.errors import ConfigError
 
 
@@ -137,7 +138,7 @@ def test_cxx_launcher_runs_the_compiler(tmp_path):
     fake = tmp_path / "sccache"
     fake.write_text('#!/bin/sh\necho "$@"\n')
     fake.chmod(0o755)
-    script = setuptools.cxx_launcher([str(fake)], tmp_path / "l", "g++")
+    script = write_script(*setuptools.cxx_launcher_script([str(fake)], tmp_path / "l", "g++"))
     out = subprocess.run([str(script), "-c", "a b.cpp"], capture_output=True, text=True).stdout
     assert out.split() == ["/usr/bin/g++", "-c", "a", "b.cpp"]
 

@@ -9,7 +9,8 @@ import pytest
 
 from cuforge.errors import PatchError
 from cuforge.patching.model import Status
-from cuforge.patching.pyfunc import ReplaceFunction, canonical_dump, function_hash_in
+from cuforge.patching.pyfunc import ReplaceFunction, canonical_dump
+from patch_hashes import function_hash_in
 
 MODULE = textwrap.dedent(
     '''

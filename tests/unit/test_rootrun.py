@@ -2,9 +2,9 @@
 native toolchain as the table declares it, paths seen the way the chroot sees them (real
 symlinks in a real directory tree), and what the entry shows of the host and passes in."""
 
-from pathlib import Path
 
 from cuforge import emulation, rootrun
+from root_paths import host_path
 from cuforge.combos import load_combos
 from cuforge.project import find_project
 
@@ -40,10 +40,10 @@ def test_host_path_follows_links_as_the_root_sees_them(tmp_path):
     # an absolute link in a bound dir means the root's file, not the host's /usr/bin
     (bound / "venv" / "bin" / "python").symlink_to("/usr/bin/python3.11")
     e = rootrun.Entry(str(root), (str(bound),), str(bound), ("true",), {})
-    assert rootrun.host_path(e, f"{bound}/venv/bin/python").read_text() == "target python"
-    assert rootrun.host_path(e, "venv/bin/python").read_text() == "target python"
-    assert rootrun.host_path(e, "/bin/sh") == root / "bin" / "dash"
-    assert rootrun.host_path(e, f"{bound}/venv/../venv/bin") == bound / "venv" / "bin"
+    assert host_path(e, f"{bound}/venv/bin/python").read_text() == "target python"
+    assert host_path(e, "venv/bin/python").read_text() == "target python"
+    assert host_path(e, "/bin/sh") == root / "bin" / "dash"
+    assert host_path(e, f"{bound}/venv/../venv/bin") == bound / "venv" / "bin"
 
 
 def test_entry_shows_the_project_and_data_and_passes_no_host_path(tmp_path, monkeypatch):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 from cuforge import tools, workstation
 from cuforge.errors import ToolchainError

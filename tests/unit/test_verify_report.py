@@ -35,7 +35,7 @@ def test_report_ok_and_json():
     report = WheelReport(Path("x-1-py3-none-any.whl"), "x", [
         CheckResult("abi", "pass", ""), CheckResult("smoke", "skipped", "skipped: no GPU")])
     assert report.ok  # skipped is not a failure...
-    doc = json.loads(report.to_json())
+    doc = report.to_dict()
     assert doc["results"][1] == {"check": "smoke", "status": "skipped", "detail": "skipped: no GPU"}
     bad = WheelReport(Path("y.whl"), "y", [CheckResult("import", "fail", "crashed with SIGSEGV")])
     assert not bad.ok and bad.failures()[0].check == "import"

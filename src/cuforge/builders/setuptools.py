@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 from ..runner import Step
-from ..scripts import write_script
 from . import pep517
 
 SHIM = Path(__file__).resolve().parent / "shim"
@@ -55,11 +54,6 @@ def launcher_env(job, env: dict[str, str]
                                  env.get("CXX") or os.environ.get("CXX", ""))
     out["CXX"] = str(script[0])
     return out, (script,)
-
-
-def cxx_launcher(prefix: list[str], where: Path, cxx: str) -> Path:
-    """``cxx_launcher_script``, written."""
-    return write_script(*cxx_launcher_script(prefix, where, cxx))
 
 
 def cxx_launcher_script(prefix: list[str], where: Path, cxx: str) -> tuple[Path, str]:

@@ -64,18 +64,6 @@ def find_definition(tree: ast.Module, qualname: str) -> tuple[ast.AST | None, li
     return node, scope
 
 
-def function_hash_in(source: str, qualname: str) -> str:
-    """The code hash of ``qualname`` in ``source``: what ``original_sha256`` records.
-
-    >>> len(function_hash_in("def f(x):\\n    return x\\n", "f"))
-    64
-    """
-    node, _ = find_definition(ast.parse(source), qualname)
-    if node is None:
-        raise PatchError(f"{qualname} is not defined in the given source")
-    return code_hash(node)
-
-
 def _first_line(node: ast.AST) -> int:
     """The first line of a definition, decorators included (1-based)."""
     decorators = getattr(node, "decorator_list", [])

@@ -73,10 +73,6 @@ class WheelReport:
         return {"wheel": str(self.wheel), "package": self.package, "ok": self.ok,
                 "results": [r.to_dict() for r in self.results]}
 
-    def to_json(self) -> str:
-        """One JSON object: ``{"wheel", "package", "ok", "results": [{check, status, detail}]}``."""
-        return json.dumps(self.to_dict(), indent=2)
-
 
 @dataclass(frozen=True)
 class VerifyContext:
