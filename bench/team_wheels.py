@@ -10,6 +10,14 @@ same packages built into a second, empty wheelhouse with ``--wheels http://127.0
 wall times of the two ``cuforge build`` commands; ``setup`` runs exactly this build as its
 first step and does the same work after it either way (venv, installs, model stage), so the
 ratio is that of setup's build step. Prints one table naming the machine.
+
+    python bench/team_wheels.py --stack milo --checkout PATH [--combo h200 --cuda-arch 9.0]
+                                [-- SETUP ARGS...]
+
+A row per stack (issue 44): ``cuforge setup STACK`` cold (empty state, compiler cache off) on a
+clone of PATH, ``cuforge index`` over the wheelhouse it published, then ``setup STACK --wheels
+file://.../simple/`` on a second clone of the same commit into an empty state and wheelhouse:
+nothing compiled, every team wheel checked. The row carries setup's own "where the time went".
 """
 
 from __future__ import annotations
@@ -91,14 +99,58 @@ def measure(packages: str, combo: str, arches: str, env_dir: Path, srcs: list[st
             "from_team": taken}
 
 
+def _setup(state: Path, house: Path, stack: str, checkout: Path, combo: str, arches: str,
+           extra: list[str]) -> tuple[float, str]:
+    env = {**os.environ, "CUFORGE_STATE": str(state), "CUFORGE_WHEELHOUSE": str(house),
+           "CUFORGE_CACHE": "off", "CUFORGE_BUILD_DIR": "", "COLUMNS": "200"}
+    argv = [sys.executable, "-m", "cuforge", "setup", stack, "--checkout", str(checkout),
+            "--combo", combo, *(["--cuda-arch", arches] if arches else []), *extra]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
+    seconds = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"setup {stack} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    went = next((ln.split(":", 1)[1].strip() for ln in proc.stderr.splitlines()
+                 if ln.startswith("where the time went:")), "?")
+    return seconds, went
+
+
+def _clone(checkout: Path, dest: Path) -> Path:
+    """The same commit for both runs, fresh (no .venv, no patches applied)."""
+    subprocess.run(["git", "clone", "-q", str(checkout), str(dest)],
+                   check=True)
+    return dest
+
+
+def measure_stack(stack: str, checkout: Path, combo: str, arches: str, extra: list[str]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="cuforge-team-stack-") as tmp:
+        t = Path(tmp)
+        cold, cold_went = _setup(t / "state-cold", t / "team", stack,
+                                 _clone(checkout, t / "cold"), combo, arches, extra)
+        subprocess.run([sys.executable, "-m", "cuforge", "index", str(t / "team")], cwd=ROOT,
+                       check=True, capture_output=True)
+        simple = next((t / "team").rglob("simple")).resolve().as_uri() + "/"
+        team, team_went = _setup(t / "state-team", t / "mine", stack,
+                                 _clone(checkout, t / "team-user"), combo, arches,
+                                 [*extra, "--wheels", simple])
+        manifest = next((t / "mine").rglob("manifest.jsonl"))
+        used = [json.loads(line) for line in manifest.read_text().splitlines()]
+    return {"packages": f"setup {stack}", "cold_s": round(cold, 1), "team_s": round(team, 1),
+            "compiled_team": [e["package"] for e in used if e["status"] == "compiled"],
+            "from_team": [e["package"] for e in used if e.get("source", "").startswith("team ")],
+            "cold_went": cold_went, "team_went": team_went}
+
+
 def table(rows: list[dict]) -> Table:
     t = Table(title=f"a team's wheels (--wheels, pypiserver on loopback) vs a cold build "
                     f"({machine()})")
-    for col in ("packages", "cold build s", "--wheels s", "wheels/cold", "taken from the team"):
+    for col in ("packages", "cold s", "--wheels s", "wheels/cold", "taken from the team",
+                "compiled with --wheels", "where --wheels' time went"):
         t.add_column(col)
     for r in rows:
         t.add_row(r["packages"], f"{r['cold_s']:.1f}", f"{r['team_s']:.1f}",
-                  f"{r['team_s'] / r['cold_s']:.2f}x", ", ".join(r["from_team"]) or "none")
+                  f"{r['team_s'] / r['cold_s']:.2f}x", ", ".join(r["from_team"]) or "none",
+                  ", ".join(r.get("compiled_team", [])) or "none", r.get("team_went", ""))
     return t
 
 
@@ -110,8 +162,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cuda-arch", default="", help="default: the combo's arches")
     p.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                    help="build NAME from a local tree")
+    p.add_argument("--stack", help="a row for `setup STACK` instead (needs --checkout)")
+    p.add_argument("--checkout", type=Path, help="a git clone of the stack's repository")
+    p.add_argument("setup_args", nargs="*", help="after --: passed to both setups "
+                   "(--find-links DIR --no-index, --jobs N, --src NAME=PATH)")
     args = p.parse_args(argv)
-    row = measure(args.only, args.combo, args.cuda_arch, combo_env(args.combo), args.src)
+    if args.stack:
+        if not args.checkout:
+            p.error("--stack needs --checkout PATH")
+        row = measure_stack(args.stack, args.checkout, args.combo, args.cuda_arch,
+                            [*args.setup_args, *(f"--src={s}" for s in args.src)])
+    else:
+        row = measure(args.only, args.combo, args.cuda_arch, combo_env(args.combo), args.src)
     print(json.dumps(row), flush=True)
     Console().print(table([row]))
     return 0

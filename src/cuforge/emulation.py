@@ -18,6 +18,7 @@ check ``cuforge doctor`` shows, and the variables a build's commands then run wi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -454,6 +455,22 @@ def installed_versions(site_packages: Path, names: tuple[str, ...]) -> dict[str,
         if name in canon:
             found[name] = dist.version
     return found
+
+
+def install_native_tools(emu: Emulator, site_packages: Path, toolkit_root: Path, dest: Path,
+                         *, log: Path, verbose: bool) -> None:
+    """Replace the toolkit's compilers by this machine's build of the same wheels (the
+    emulator's ``native_tools``): device code does not depend on the host they run on."""
+    from .tools import find_uv
+    steps = native_tools_steps(emu, site_packages, dest, find_uv())
+    stamp = dest / ".cuforge-native-tools"
+    want = json.dumps([s.argv for s in steps])
+    if not (stamp.is_file() and stamp.read_text() == want):
+        shutil.rmtree(dest, ignore_errors=True)
+        for step in steps:
+            run(step, log=log, stream=verbose, error=ToolchainError)
+        stamp.write_text(want)
+    overlay_native_tools(emu, dest, toolkit_root)
 
 
 def native_tools_steps(emu: Emulator, site_packages: Path, dest: Path, uv: str) -> list[Step]:

@@ -54,6 +54,7 @@ class Made:
 @dataclass
 class Outcome:
     entries: list[Entry] = field(default_factory=list)
+    check_seconds: float = 0.0   # wall time with some wheel being checked (side by side once)
 
     @property
     def failed(self) -> list[Entry]:
@@ -139,6 +140,7 @@ class Executor:
                                                if p.jobs < plan.jobs) > 1
         self.results: dict[str, Entry] = {}   # per package, as run() decides them
         self.current: set[str] = set()         # packages found up to date
+        self.check_spans: list[tuple[float, float]] = []   # (start, end) of each verification
 
     def run(self) -> Outcome:
         outcome = Outcome()
@@ -152,7 +154,8 @@ class Executor:
         # waits for the threads that run them
         with live_progress(console) as progress, \
                 heartbeat(console, lambda: progress_lines(progress)), \
-                ThreadPoolExecutor(max(1, self.plan.jobs)) as pool, runner.session():
+                ThreadPoolExecutor(max(1, self.plan.jobs)) as pool, runner.session(), \
+                self._check_host():
             self.progress = progress
             while (pending and stop is None) or running:
                 for pkg in list(pending if stop is None else ()):
@@ -193,9 +196,25 @@ class Executor:
                         stop = stop or err
                         results[pkg.name] = Entry(pkg.name, Status.FAILED)
         outcome.entries = [results[p.name] for p in self.plan.packages if p.name in results]
+        outcome.check_seconds = covered(self.check_spans)
         if stop is not None:
             raise stop   # printed once, by the CLI
         return outcome
+
+    def _check_host(self):
+        """The checks of every wheel of this run share one interpreter of the env (each check
+        a child of it): torch is imported once per run, not three times per wheel."""
+        from .verify import host
+        return host.serving(self.env.info.python, self.run_env,
+                            enabled=not self.env.target.emulated)
+
+    @contextmanager
+    def _timed_check(self) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.check_spans.append((started, time.monotonic()))
 
     def _package(self, pkg: PackagePlan) -> Entry:
         if pkg.skip:
@@ -419,12 +438,13 @@ class Executor:
             self._install_runtime_requirements(wheel, log)
         except CuforgeError as err:
             return f"prebuilt {wheel.name}: its requirements do not install ({err})"
-        report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env,
-                                             no_device=self.env.target.no_device,
-                                             sysroot=self.env.target.sysroot),
-                              **self._smoke(pkg.recipe),
-                              modules=list(pkg.recipe.modules),
-                              dependency_paths=self._dependency_paths(pkg))
+        with self._timed_check():
+            report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env,
+                                                      no_device=self.env.target.no_device,
+                                                      sysroot=self.env.target.sysroot),
+                                  **self._smoke(pkg.recipe),
+                                  modules=list(pkg.recipe.modules),
+                                  dependency_paths=self._dependency_paths(pkg))
         bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
         bad += [r for r in report.results if r.check == "smoke" and r.status == "fail"]
         if bad:
@@ -485,8 +505,9 @@ class Executor:
             not recipe.kind.compiles and not recipe.arches.supported) else None
         ctx = context_from(self.env.info, archs, self.run_env,
                            no_device=self.env.target.no_device, sysroot=self.env.target.sysroot)
-        report = verify_wheel(wheel, ctx, **self._smoke(recipe), modules=list(recipe.modules),
-                              dependency_paths=self._dependency_paths(pkg))
+        with self._timed_check():
+            report = verify_wheel(wheel, ctx, **self._smoke(recipe), modules=list(recipe.modules),
+                                  dependency_paths=self._dependency_paths(pkg))
         log_report(log, report)
         checks = check_summaries(report)
         if not report.ok:
@@ -523,6 +544,20 @@ HANDLERS = {ActionKind.CHECK: Executor._check, ActionKind.GUARD: Executor._guard
             ActionKind.SEED: Executor._seed, ActionKind.REMEMBER: Executor._remember,
             ActionKind.RUN: Executor._run}
 STAGES = frozenset({ActionKind.VERIFY, ActionKind.GATE})
+
+
+def covered(spans: list[tuple[float, float]]) -> float:
+    """Seconds in which at least one span runs (checks side by side count once).
+
+    >>> covered([(0, 4), (2, 6), (10, 11)])
+    7.0
+    """
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
 
 
 def _names(plan: Plan) -> set[str]:

@@ -257,6 +257,17 @@ def hold(fd: int) -> Iterator[None]:
         _held.reset(token)
 
 
+@contextmanager
+def holding_nothing() -> Iterator[None]:
+    """Commands started in the block keep none of this thread's locks: a helper that outlives
+    the package it was started for (the check host) must not hold that package's work dir."""
+    token = _held.set(())
+    try:
+        yield
+    finally:
+        _held.reset(token)
+
+
 def _cut_lifeline(proc: subprocess.Popen) -> None:
     with _LIVE_LOCK:
         write = _LIFELINES.pop(proc.pid, None)

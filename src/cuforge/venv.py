@@ -127,8 +127,8 @@ def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
             _note_unpredicted(info, combo)
         toolkit = _toolkit(combo, info, root / "cuda", target)
         if target.emulator is not None:   # its compilers: this machine's build (emulation.toml)
-            _native_tools(target.emulator, info, toolkit, root / "native-tools", log=log,
-                          verbose=verbose)
+            emulation.install_native_tools(target.emulator, info.site_packages, toolkit.root,
+                                           root / "native-tools", log=log, verbose=verbose)
         if not reused:
             (root / STAMP).write_text(json.dumps(env_spec(combo), indent=1))
     return ComboEnv(combo, info, toolkit, root, reused, target)
@@ -171,21 +171,6 @@ def _note_unpredicted(info: TorchInfo, combo: Combo) -> None:
               f"envs/accels.toml [{combo.accel.tag}] torch_libs = {list(combo.accel.torch_libs)}"
               ": a dry run before this env existed predicted other include dirs; set "
               f"torch_libs = {made}", file=sys.stderr)
-
-
-def _native_tools(emulator: emulation.Emulator, info: TorchInfo, toolkit: Toolkit, dest: Path,
-                  *, log: Path, verbose: bool) -> None:
-    """Replace the toolkit's compilers by this machine's build of the same wheels (the
-    emulator's ``native_tools``): device code does not depend on the host they run on."""
-    steps = emulation.native_tools_steps(emulator, info.site_packages, dest, find_uv())
-    stamp = dest / ".cuforge-native-tools"
-    want = json.dumps([s.argv for s in steps])
-    if not (stamp.is_file() and stamp.read_text() == want):
-        shutil.rmtree(dest, ignore_errors=True)
-        for step in steps:
-            run(step, log=log, stream=verbose, error=ToolchainError)
-        stamp.write_text(want)
-    emulation.overlay_native_tools(emulator, dest, toolkit.root)
 
 
 def _discard_half_created(root: Path) -> None:

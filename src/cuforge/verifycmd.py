@@ -95,7 +95,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                  arches_given: bool, models: bool = False, upstream_tests: bool = False,
                  tests_src: dict[str, Path] | None = None) -> int:
     from .index import has_index, verify_index
-    from .verify import context_from, render_table, reports_to_json, verify_wheel
+    from .verify import context_from, host, render_table, reports_to_json, verify_wheel
     from .verify.wheel import package_name
     for path in paths:   # first: reading bytes, no env; a stale index fails what installs from it
         if path.is_dir() and has_index(path):
@@ -113,7 +113,8 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     beat = heartbeat(make_console(stderr=True), lambda: [
         f"verify: {now['wheel']} ({len(reports) + 1} of {len(wheels)}, "
         f"{duration(time.monotonic() - started)})"])
-    with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat:
+    hosted = host.serving(env.python, env.target.step_env(), enabled=not env.target.emulated)
+    with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat, hosted:
         for wheel in wheels:
             now["wheel"] = wheel.name
             recipe = recipe_for(package_name(wheel), recipes)

@@ -98,24 +98,32 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         return [f"setup {p.stack.name}: {now['step']} ({duration(time.monotonic() - started)})"
                 ] if now["step"] else []   # a build says for itself what it runs
 
+    spent = Phases()
     with heartbeat(out, running):
         if p.to_build:
-            _build(project, req, p, out)
+            with spent("wheels"):
+                spent.checks = _build(project, req, p, out)
             p = decide(project, req, target)          # the wheelhouse changed
         now["step"] = f"the venv {req.venv} with torch {p.combo.torch}"
-        python = _venv_with_torch(req, p.combo, p.target, out)
+        with spent("venv"):
+            python = _venv_with_torch(req, p.combo, p.target, out)
         now["step"] = f"installing the {p.stack.name} wheels"
-        held = _install_wheels(python, p, out, req.index)
+        with spent("installs"):
+            held = _install_wheels(python, p, out, req.index)
         now["step"] = "installing the checkout's requirements"
-        missing = (_install_checkout_requirements(python, p, req, held, out)
-                   if req.requirements else [])
+        with spent("requirements"):
+            missing = (_install_checkout_requirements(python, p, req, held, out)
+                       if req.requirements else [])
         now["step"] = f"patching {req.checkout}"
-        _patch(project, req, p.stack, out)
+        with spent("patch"):
+            _patch(project, req, p.stack, out)
         write_env(req.venv, p.stack)
         out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
                        f"{req.venv / 'bin' / 'activate'})"))
         now["step"] = "the model stage"
-        ok = model_stage(project, python, p, out, checkout=req.checkout)
+        with spent("model stage"):
+            ok = model_stage(project, python, p, out, checkout=req.checkout)
+    out.print(Text(f"where the time went: {spent}"))
     if missing:
         out.print(Text(f"not installed (see above): {', '.join(m.requirement.spec for m in missing)}"
                        + ("; the model stage passed without them" if ok else ""),
@@ -189,7 +197,34 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
 
 
 # -- steps -----------------------------------------------------------------------------------
-def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
+class Phases:
+    """Wall seconds per setup phase, for the summary ("wheels 14.2 s (checks 6.1 s), ...")."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.checks = 0.0     # of the wheels phase: some wheel being checked
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
+
+    def __str__(self) -> str:
+        """
+        >>> p = Phases(); p.seconds = {"wheels": 14.24, "venv": 1.0}; p.checks = 6.1
+        >>> str(p)
+        'wheels 14.2 s (checks 6.1 s), venv 1.0 s'
+        """
+        return ", ".join(f"{name} {s:.1f} s" + (f" (checks {self.checks:.1f} s)"
+                                               if name == "wheels" else "")
+                         for name, s in self.seconds.items())
+
+
+def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float:
+    """Build what is missing; the seconds its checks took."""
     from .pipeline import build
     from .request import BuildRequest
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
@@ -205,6 +240,7 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
         raise BuildError(f"the {p.stack.name} stack needs {', '.join(needed)}, which failed to "
                          "build", hint="see the build output above; `invoke doctor` lists "
                          "missing tools and headers")
+    return outcome.check_seconds
 
 
 def _uv_or_none() -> str | None:
@@ -505,13 +541,17 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
     script on ``checkout`` (the user's own model code: PTv3, MILo's renderer)."""
     import json
 
+    from .verify import host
     from .verify._proc import run_python
     from .verify.importer import LOAD_MODULE, MARK, interpret
     from .verify.report import CheckResult
     from .verify.smoke import run_smoke
     modules = stack_modules(p)
     runs_with = dict(p.target.step_env())   # what the venv's Python needs (emulation)
-    with _environ({v.name: v.value for v in p.stack.env}):
+    # one interpreter with torch for both runs (each a child of it): the import stage's and
+    # the checkout model's torch import were seconds of every setup
+    with _environ({v.name: v.value for v in p.stack.env}), \
+            host.serving(python, runs_with, enabled=not p.target.emulated):
         outcome = run_python(python, ["-c", _STAGE.format(load_module=LOAD_MODULE, mark=MARK,
                                                          modules=modules)], env=runs_with)
         imported = interpret(outcome, timeout=300)

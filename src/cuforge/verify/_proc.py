@@ -75,7 +75,12 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
                plain_loader: bool = False, cwd: Path | None = None) -> Outcome:
     """Run ``python args...`` with ``paths`` importable, in a scratch cwd (so nothing in the
     caller's directory shadows the wheel) or in ``cwd``, under cuforge's supervisor: it ends
-    on timeout, on an interrupt, and when cuforge dies, with whatever it started."""
+    on timeout, on an interrupt, and when cuforge dies, with whatever it started. Inside
+    ``host.serving(python)`` a ``-c CODE`` run is a child of that interpreter's check host."""
+    hosted = _run_hosted(python, args, paths=paths, timeout=timeout, env=env,
+                         plain_loader=plain_loader) if cwd is None else None
+    if hosted is not None:
+        return hosted
     with tempfile.TemporaryDirectory(prefix="cuforge-run-") as scratch, \
             supervised([str(python), *args], cwd=cwd or Path(scratch),
                        env=python_env(paths, env, plain_loader=plain_loader)) as proc:
@@ -86,3 +91,25 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
             out, err = proc.communicate()
             return Outcome(None, out, err, timed_out=True)
     return Outcome(exit_status(proc.returncode), out, err)
+
+
+def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], timeout: float,
+                env: Mapping[str, str] | None, plain_loader: bool) -> Outcome | None:
+    """The run as a child of a check host, or None when there is none for it."""
+    from . import host
+    pool = host.pool_for(python)
+    if pool is None or len(args) < 2 or args[0] != "-c":
+        return None
+    # the host's key: what its loader and torch see at start; PYTHONSAFEPATH only matters to
+    # the processes a check starts, which get it from the request's own environment
+    at_start = {k: v for k, v in (env or {}).items() if k != "PYTHONSAFEPATH"}
+    check_host = pool.host(torch=not plain_loader,
+                           env=python_env((), at_start, plain_loader=plain_loader))
+    if check_host is None:
+        return None
+    try:
+        code, out, err = check_host.run(args[1], args[2:], paths=paths, timeout=timeout,
+                                        env=python_env(paths, env, plain_loader=plain_loader))
+    except host.HostGone:
+        return None
+    return Outcome(code, out, err, timed_out=code is None)
