@@ -170,6 +170,9 @@ def check(settings: DistSettings, say=print) -> Probe:
     if got.state == "down":
         say(f"[yellow]warning[/]: sccache-dist scheduler {settings.scheduler} unreachable "
             f"({got.why}); compiling locally")
+    elif got.servers == 0:
+        say(f"[yellow]warning[/]: sccache-dist scheduler {settings.scheduler} has no build "
+            "server; compiling locally until one registers")
     else:
         say(f"sccache-dist: scheduler {settings.scheduler}, {got.servers} build server(s), "
             f"{got.cpus} cores")

@@ -7,7 +7,8 @@ server on loopback (slow: real builds in throw-away projects that reuse the 3.11
   pass their checks.
 - Faults: the scheduler down → one line and a local build; the build server killed while it
   compiles → those compiles run here, the wheel is whole, no compiler is left; a wrong client
-  token → refused with one line, before anything is built.
+  token → refused with one line, before anything is built; a scheduler without build servers
+  → one line and local compiles.
 
 The build server needs root and bubblewrap (its "overlay" sandbox); where either is missing
 those tests skip and say why.
@@ -189,7 +190,7 @@ def test_scheduler_down_means_one_line_and_a_local_build(tmp_path):
     assert clone.fatbin() == (["120"], [])
 
 
-def test_a_wrong_token_is_refused_with_one_line(tmp_path, cluster):
+def test_a_wrong_token_is_refused_with_one_line_and_no_server_means_local(tmp_path, cluster):
     clone = Clone(tmp_path, _combo_env())
     env = {**os.environ, "CUFORGE_ROOT": str(clone.root), "CUFORGE_STATE": str(clone.state),
            "CUFORGE_WHEELHOUSE": str(clone.house), "COLUMNS": "200",
@@ -205,6 +206,16 @@ def test_a_wrong_token_is_refused_with_one_line(tmp_path, cluster):
     assert "Traceback" not in proc.stderr
     assert not (clone.house / COMBO_DIR / "manifest.jsonl").exists()   # nothing built
     assert "Bearer auth failed" in cluster.log("scheduler")
+
+    # the right token, and the scheduler has no build server yet: one line, a local build
+    proc = clone.build("--cuda-arch", "12.0", "--cache", "dist", "--scheduler", cluster.url,
+                       env_extra=_dist(cluster))
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "sccache-dist" in line
+            and "warning" in line]
+    assert len(said) == 1 and "has no build server" in said[0], said
+    cache = clone.last()["compiler_cache"]
+    assert cache["dist"]["remote"] == {} and cache["misses"] > 0, cache
+    _checks_pass(clone.last())
 
 
 def _children() -> dict[int, int]:
