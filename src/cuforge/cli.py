@@ -113,8 +113,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="rebuild packages whose wheel in the wheelhouse is up to date")
     b.add_argument("--one-at-a-time", action="store_true",
                    help="build packages one after another (default: side by side when free)")
-    b.add_argument("--cache", default="", metavar="off|local|DIR|redis://HOST:PORT",
-                   help="compiler cache storage (default: envs/cache.toml, $CUFORGE_CACHE)")
+    b.add_argument("--cache", default="", metavar="off|local|dist|DIR|redis://HOST:PORT",
+                   help="compiler cache storage (default: envs/cache.toml, $CUFORGE_CACHE); "
+                        "dist: local storage, misses compiled on sccache-dist build servers")
+    b.add_argument("--scheduler", default="", metavar="URL",
+                   help="the sccache-dist scheduler for --cache dist (http://HOST:10600; "
+                        "default: envs/cache.toml [cache.dist], $CUFORGE_DIST_SCHEDULER); the "
+                        "client token comes from $CUFORGE_DIST_TOKEN or [cache.dist] token_file")
     b.add_argument("--emulate", action="store_true",
                    help="build a combo of another platform (linux-aarch64) here under QEMU "
                         "(`cuforge emulation setup` first; docs/dgx-spark.md)")
@@ -361,7 +366,8 @@ def _cmd_build(args) -> int:
         prefer_prebuilt=args.prefer_prebuilt, arch_policy=ArchPolicy(args.arch_policy) if args.arch_policy else None,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild, upstream_tests=args.upstream_tests,
         one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
-        cache=parse_spec(args.cache, "--cache") if args.cache else "")
+        cache=parse_spec(args.cache, "--cache") if args.cache else "",
+        scheduler=args.scheduler)
     outcome = build(_project(args), req)
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)

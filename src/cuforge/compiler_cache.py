@@ -12,7 +12,8 @@ storage) is never reused, and two local servers never share one directory (sccac
 store allows one server at a time), because each package has its own.
 
 A cache must never make a build fail: unreachable shared storage falls back to local storage,
-a server that does not start means a build without cache, each with a warning.
+a server that does not start means a build without cache, each with a warning. ``dist`` storage
+is local storage whose misses compile on a team's sccache-dist build servers (``dist_cache.py``).
 """
 
 from __future__ import annotations
@@ -34,19 +35,22 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
-from . import runner
+from . import dist_cache, runner
+from .dist_cache import DistSettings
 from .runner import note
 
 CONFIG_FILE = "cache.toml"          # under envs/: the project's [cache] table
 REMOTE_SCHEMES = ("redis", "rediss")
+LOCAL_SPECS = ("off", "local", "dist")
 PROBE_TIMEOUT_S = 2.0
 START_TIMEOUT_S = 30.0   # a server that answers no --zero-stats by then: no cache
 
 
 @dataclass(frozen=True)
 class CacheConfig:
-    """Where compile results go. ``spec``: ``off``, ``local`` (under the state dir), a
-    directory, or a ``redis://`` URL (shared; local storage is the fallback)."""
+    """Where compile results go. ``spec``: ``off``, ``local`` (under the state dir), ``dist``
+    (local storage, misses compiled on sccache-dist build servers), a directory, or a
+    ``redis://`` URL (shared; local storage is the fallback)."""
 
     spec: str = "local"
     scope: str = "combo"           # local storage: "combo" (one tree per combo env) or "shared"
@@ -55,22 +59,24 @@ class CacheConfig:
     # its cudafe++/cicc steps the source's absolute path, which sccache 0.16 keys on as is:
     # one directory for every clone on a machine (or lab) makes those steps hit too.
     build_dir: str = ""
+    dist: DistSettings = DistSettings()   # [cache.dist]: read when spec is "dist"
 
     @property
     def kind(self) -> str:
-        if self.spec in ("off", "local"):
+        if self.spec in LOCAL_SPECS:
             return self.spec
         return "remote" if urlsplit(self.spec).scheme in REMOTE_SCHEMES else "dir"
 
 
 def parse_spec(spec: str, where: str) -> str:
-    """Validate a cache spec: ``off``, ``local``, an absolute directory or ``redis://host:port``.
+    """Validate a cache spec: ``off``, ``local``, ``dist``, an absolute directory or
+    ``redis://host:port``.
 
     >>> parse_spec("redis://127.0.0.1:6379", "--cache")
     'redis://127.0.0.1:6379'
     """
     spec = spec.strip()
-    if spec in ("off", "local"):
+    if spec in LOCAL_SPECS:
         return spec
     scheme = urlsplit(spec).scheme
     if scheme in REMOTE_SCHEMES:
@@ -81,16 +87,18 @@ def parse_spec(spec: str, where: str) -> str:
         spec = urlsplit(spec).path
     elif scheme:
         raise ConfigError(f"{where}: cache storage {spec!r} is not supported",
-                          hint="use off, local, a directory, or redis://host:port")
+                          hint="use off, local, dist, a directory, or redis://host:port")
     if not Path(spec).is_absolute():
         raise ConfigError(f"{where}: cache directory {spec!r} is not an absolute path",
                           hint="give the full path of a directory shared by the builds")
     return spec
 
 
-def load_config(envs_dir: Path, *, combo_spec: str = "", override: str = "") -> CacheConfig:
+def load_config(envs_dir: Path, *, combo_spec: str = "", override: str = "",
+                scheduler: str = "") -> CacheConfig:
     """The project's ``envs/cache.toml`` ``[cache]`` table, then the combo's ``cache`` key, then
-    ``$CUFORGE_CACHE``, then ``--cache`` (each later one wins)."""
+    ``$CUFORGE_CACHE``, then ``--cache`` (each later one wins); ``[cache.dist]``, then
+    ``$CUFORGE_DIST_SCHEDULER``, then ``--scheduler`` (``scheduler``) for ``dist``."""
     config = CacheConfig()
     path = envs_dir / CONFIG_FILE
     if path.is_file():
@@ -98,15 +106,16 @@ def load_config(envs_dir: Path, *, combo_spec: str = "", override: str = "") -> 
             table = tomllib.loads(path.read_text()).get("cache", {})
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{path} is not valid TOML: {err}") from None
-        unknown = set(table) - {"storage", "scope", "size", "build_dir"}
+        unknown = set(table) - {"storage", "scope", "size", "build_dir", "dist"}
         if unknown:
             raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} in [cache]",
-                              hint="known keys: storage, scope, size, build_dir")
+                              hint="known keys: storage, scope, size, build_dir, [cache.dist]")
         if table.get("scope", "combo") not in ("combo", "shared"):
             raise ConfigError(f"{path}: [cache] scope must be 'combo' or 'shared'")
         config = CacheConfig(parse_spec(table.get("storage", "local"), str(path)),
                              table.get("scope", "combo"), str(table.get("size", config.size)),
-                             parse_build_dir(str(table.get("build_dir", "")), str(path)))
+                             parse_build_dir(str(table.get("build_dir", "")), str(path)),
+                             dist_cache.parse_table(table.get("dist", {}), str(path)))
     for spec, where in ((combo_spec, "envs/combos.toml cache"),
                         (os.environ.get("CUFORGE_CACHE", ""), "$CUFORGE_CACHE"),
                         (override, "--cache")):
@@ -115,6 +124,12 @@ def load_config(envs_dir: Path, *, combo_spec: str = "", override: str = "") -> 
     if os.environ.get("CUFORGE_BUILD_DIR"):
         config = replace(config, build_dir=parse_build_dir(os.environ["CUFORGE_BUILD_DIR"],
                                                            "$CUFORGE_BUILD_DIR"))
+    if scheduler and config.kind != "dist":
+        raise ConfigError(f"--scheduler {scheduler}: the compiler cache is {config.spec!r}, "
+                          "not dist", hint="add --cache dist to compile through the scheduler")
+    config = replace(config, dist=dist_cache.with_overrides(config.dist, scheduler))
+    if config.kind == "dist":
+        dist_cache.require(config.dist)
     return config
 
 
@@ -139,6 +154,7 @@ class ActiveCache:
     env: tuple[tuple[str, str], ...]
     local: Path                        # this package's local store (also the remote fallback)
     launchers: Path                    # where the setuptools kind keeps its CXX launchers
+    dist_dir: Path | None = None       # dist: the package server's client config, toolchains
 
 
 @dataclass
@@ -151,6 +167,10 @@ class CacheReport:
     requests: int = 0
     compile_seconds: float = 0.0       # the build steps under this cache, wall time
     note: str = ""
+    scheduler: str = ""                # dist: the scheduler the misses went to ("" = none)
+    compilations: int = 0              # compiler runs sccache made (misses), dist: anywhere
+    remote: dict = field(default_factory=dict)   # dist: build server -> compiles it ran
+    remote_errors: int = 0             # dist: compiles a build server failed, run locally
     _extra: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -163,15 +183,25 @@ class CacheReport:
         if self.storage != "off":
             out |= {"hits": self.hits, "misses": self.misses, "requests": self.requests,
                     "hit_rate": self.hit_rate}
+        if self.scheduler:
+            out["dist"] = {"scheduler": self.scheduler, "compilations": self.compilations,
+                           "remote": self.remote, "remote_errors": self.remote_errors}
         if self.note:
             out["note"] = self.note
         return out
+
+    def remote_line(self) -> str:
+        ran = sum(self.remote.values())
+        return (f"{ran} of {self.compilations} compiles on build servers of {self.scheduler}"
+                + (f", {self.remote_errors} failed there and ran here" if self.remote_errors
+                   else ""))
 
     def line(self) -> str:
         if self.storage == "off":
             return f"compiler cache: off{' (' + self.note + ')' if self.note else ''}"
         return (f"compiler cache: {self.hits} hits, {self.misses} misses "
                 f"({self.hit_rate:.0%}) in {self.storage}, compile {self.compile_seconds:.1f} s"
+                + (f"; {self.remote_line()}" if self.scheduler else "")
                 + (f"; {self.note}" if self.note else ""))
 
 
@@ -216,7 +246,7 @@ def local_dir(config: CacheConfig, state_dir: Path, env_id: str, package: str) -
     """One store per package: a package's rebuild finds its objects, and two servers never
     share a directory. ``local``: under the state dir (per combo, or one tree for all combos)."""
     if config.kind == "dir":
-        return Path(config.spec) / package
+        return Path(config.spec) / package   # dist: local storage
     return state_dir / "sccache" / (env_id if config.scope == "combo" else "shared") / package
 
 
@@ -236,10 +266,12 @@ def reachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
-def plan_for(project, combo, override: str, recipe) -> tuple[ActiveCache | None, str]:
+def plan_for(project, combo, override: str, recipe, scheduler: str = ""
+             ) -> tuple[ActiveCache | None, str]:
     """This package's cache for the plan, or (None, why not). Reads configuration only: the
-    server starts when the build does (``serve``)."""
-    config = load_config(project.envs_dir, combo_spec=combo.cache, override=override)
+    server starts when the build does (``serve``), the scheduler is asked then (``check``)."""
+    config = load_config(project.envs_dir, combo_spec=combo.cache, override=override,
+                         scheduler=scheduler)
     if config.kind == "off":
         return None, "disabled"
     if recipe.arches.append_gencode:
@@ -260,8 +292,17 @@ def plan_for(project, combo, override: str, recipe) -> tuple[ActiveCache | None,
                                                        for p in (project.root, state)})),
            "SCCACHE_ERROR_LOG": str(log_dir / f"{recipe.name}.sccache.log"),
            "SCCACHE_LOG": "warn"}
+    dist_dir = (state / "sccache" / "dist" / combo.env_id / recipe.name
+                if config.kind == "dist" else None)
     return ActiveCache(config, sccache, tuple(sorted(env.items())), local,
-                       state / "sccache" / "launchers"), ""
+                       state / "sccache" / "launchers", dist_dir), ""
+
+
+def check(caches, say=print) -> None:
+    """Before the first compile of a build: ask each dist scheduler once (``dist_cache.check``:
+    a refused token stops the build here, with nothing built; a scheduler down, one warning)."""
+    for settings in {c.config.dist for c in caches if c is not None and c.config.kind == "dist"}:
+        dist_cache.check(settings, say)
 
 
 @contextmanager
@@ -279,11 +320,13 @@ def serve(cache: ActiveCache | None, why_off: str, log: Path, say=print
         return
     env = dict(cache.env)
     remote = cache.config.kind == "remote"
+    client_conf = _dist_conf(cache, report, say)
     if remote and not reachable(cache.config.spec):
         report.note = f"{cache.config.spec} unreachable, fell back to local storage {cache.local}"
         say(f"[yellow]warning[/]: compiler cache {report.note}")
         remote = False
-    server, why = _start(cache.sccache, {**env, **_remote_env(cache.config, remote)},
+    server_env = {**env, **({"SCCACHE_CONF": str(client_conf)} if client_conf else {})}
+    server, why = _start(cache.sccache, {**server_env, **_remote_env(cache.config, remote)},
                          cache.local)
     started = server is not None
     if not started and remote:
@@ -291,9 +334,10 @@ def serve(cache: ActiveCache | None, why_off: str, log: Path, say=print
                        f"storage {cache.local}")
         say(f"[yellow]warning[/]: compiler cache {report.note}")
         remote = False
-        server, why = _start(cache.sccache, env, cache.local)
+        server, why = _start(cache.sccache, server_env, cache.local)
         started = server is not None
     if not started:
+        report.scheduler = ""
         report.note = "; ".join(filter(None, (report.note, f"sccache server did not start ({why})")))
         say(f"[yellow]warning[/]: {report.note}; its compilers start one with local storage")
     report.storage = cache.config.spec if remote else str(cache.local)
@@ -306,8 +350,22 @@ def serve(cache: ActiveCache | None, why_off: str, log: Path, say=print
         _sccache(cache.sccache, env, "--stop-server")
         if server is not None:
             runner.stop(server)   # what the server still runs (it stopped: nothing)
+        dist_cache.remove_client_config(client_conf)   # it holds the token
         note(log, report.line())
         say(f"{log.stem}: {report.line()}")
+
+
+def _dist_conf(cache: ActiveCache, report: CacheReport, say) -> Path | None:
+    """dist: the package server's client config (``SCCACHE_CONF``) when the scheduler answered
+    (asked once per build, ``check``); else None, and the note says the build is local."""
+    if cache.config.kind != "dist" or cache.dist_dir is None:
+        return None
+    settings = cache.config.dist
+    if dist_cache.check(settings, say).state != "ok":
+        report.note = f"sccache-dist scheduler {settings.scheduler} unreachable; compiled locally"
+        return None
+    report.scheduler = settings.scheduler
+    return dist_cache.client_config(settings, cache.dist_dir)
 
 
 def _remote_env(config: CacheConfig, remote: bool) -> dict[str, str]:
@@ -361,6 +419,9 @@ def _read_stats(sccache: Path, env: dict[str, str], report: CacheReport) -> None
         report.note = (report.note + "; " if report.note else "") + "no statistics"
         return
     report.hits, report.misses, report.requests = count_stats(stats)
+    report.compilations = int(stats.get("compilations", 0))
+    report.remote = dict(stats.get("dist_compiles") or {})
+    report.remote_errors = int(stats.get("dist_errors", 0))
 
 
 def count_stats(stats: dict) -> tuple[int, int, int]:

@@ -295,7 +295,7 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
         actions += _deps(recipe, work)
         actions.append(_clean(work / "dist"))
         cache, cache_off = compiler_cache.plan_for(project, combo, req.cache,
-                                                   recipe)
+                                                   recipe, req.scheduler)
         job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
                        req.verbose, project.root / "native" / "cmake", defines, cache,
                        slot_script)

@@ -27,7 +27,8 @@ class BuildRequest:
     skip_smoke: bool = False
     rebuild: bool = False          # rebuild packages whose wheel is up to date
     one_at_a_time: bool = False    # packages one after another, each with every job
-    cache: str = ""                # compiler cache override: off | local | <dir> | redis://...
+    cache: str = ""                # compiler cache override: off | local | dist | <dir> | redis://...
+    scheduler: str = ""            # --scheduler URL: the sccache-dist scheduler (--cache dist)
     upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
     team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
     target: Target | None = None   # decided by the caller already (setup); else by build()
