@@ -268,12 +268,16 @@ def reachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
 
 def plan_for(project, combo, override: str, recipe, scheduler: str = ""
              ) -> tuple[ActiveCache | None, str]:
-    """This package's cache for the plan, or (None, why not). Reads configuration only: the
-    server starts when the build does (``serve``), the scheduler is asked then (``check``)."""
+    """This package's cache for the plan, or (None, why not). The server starts when the build
+    does (``serve``). A dist scheduler is asked here, once per run, so the plan (and a dry run)
+    stops at a refused token before anything is built; a scheduler down: one warning."""
     config = load_config(project.envs_dir, combo_spec=combo.cache, override=override,
                          scheduler=scheduler)
     if config.kind == "off":
         return None, "disabled"
+    if config.kind == "dist":
+        from .console import make_console
+        dist_cache.check(config.dist, say=make_console(stderr=True).print)
     if recipe.arches.append_gencode:
         # The arches reach nvcc through NVCC_APPEND_FLAGS, off every command line these
         # packages' own build systems (not torch's) would show a cache.
@@ -296,13 +300,6 @@ def plan_for(project, combo, override: str, recipe, scheduler: str = ""
                 if config.kind == "dist" else None)
     return ActiveCache(config, sccache, tuple(sorted(env.items())), local,
                        state / "sccache" / "launchers", dist_dir), ""
-
-
-def check(caches, say=print) -> None:
-    """Before the first compile of a build: ask each dist scheduler once (``dist_cache.check``:
-    a refused token stops the build here, with nothing built; a scheduler down, one warning)."""
-    for settings in {c.config.dist for c in caches if c is not None and c.config.kind == "dist"}:
-        dist_cache.check(settings, say)
 
 
 @contextmanager

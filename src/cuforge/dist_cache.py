@@ -38,7 +38,7 @@ TOKEN_ENV = "CUFORGE_DIST_TOKEN"
 SCHEDULER_ENV = "CUFORGE_DIST_SCHEDULER"
 PROBE_TIMEOUT_S = 3.0
 KEYS = ("scheduler", "token_env", "token_file", "toolchain_cache_size")
-_said: set[str] = set()   # schedulers whose state this process has printed
+_asked: dict[str, "Probe"] = {}   # schedulers this process has asked (and said so)
 
 
 @dataclass(frozen=True)
@@ -159,10 +159,11 @@ def probe(scheduler: str, client_token: str, timeout: float = PROBE_TIMEOUT_S) -
 def check(settings: DistSettings, say=print) -> Probe:
     """The scheduler before a build: refused → ``ConfigError``; down → one warning (the build
     compiles locally); up → one line with its build servers."""
+    if settings.scheduler in _asked:   # once per run: every package's plan asks
+        return _asked[settings.scheduler]
     got = probe(settings.scheduler, token(settings))
-    if settings.scheduler in _said and got.state != "refused":
-        return got   # said once per build, the first time it was asked
-    _said.add(settings.scheduler)
+    if got.state != "refused":
+        _asked[settings.scheduler] = got
     if got.state == "refused":
         raise ConfigError(f"sccache-dist scheduler {settings.scheduler} refused the client token "
                           f"({got.why}; from {_token_source(settings)})",

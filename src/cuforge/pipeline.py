@@ -85,7 +85,6 @@ def build(project: Project, req: BuildRequest) -> Outcome:
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
                   f"{env.toolkit.root})")
     build_plan = make_plan(project, req, env, order)
-    compiler_cache.check([p.cache for p in build_plan.packages], say=console.print)
     executor = Executor(project, req, env, build_plan, log_dir, frozenset(recipes))
     try:
         with slots.pool(project.state_dir, build_plan.jobs) if build_plan.pooled else nullcontext():
