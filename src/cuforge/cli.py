@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .arches import ArchPolicy
 from .console import make_console, print_error
-from .errors import ConfigError, CuforgeError, exit_code_table
+from .errors import BuildError, ConfigError, CuforgeError, exit_code_table
 
 DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (python x torch x "
                "CUDA x arches); set up MILo / Pointcept checkouts with them.")
@@ -244,6 +244,9 @@ def _parser() -> argparse.ArgumentParser:
     em.add_argument("command", nargs=argparse.REMAINDER, help="run: the command (after --)")
     em.set_defaults(func=_cmd_emulation)
 
+    for command in sub.choices.values():   # `cuforge build --help` shows the table too
+        command.epilog = p.epilog
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
 
 
@@ -366,7 +369,7 @@ def _cmd_build(args) -> int:
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)
         err_console.print(f"[bold red]cuforge: failed:[/] {names}")
-        return 6
+        return BuildError.exit_code
     return 0
 
 

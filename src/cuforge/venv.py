@@ -14,7 +14,7 @@ from filelock import FileLock
 
 from . import emulation, faults, hostcxx
 from .combos import Combo, ToolkitSource
-from .errors import ToolchainError
+from .errors import EnvError, ToolchainError
 from .tools import find_uv
 from .runner import Step, run
 from .toolchain import Toolkit, assemble_pypi_toolkit, find_system_toolkit, pypi_toolkit_at
@@ -119,7 +119,7 @@ def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
             _discard_half_created(root)
             target.python()   # raises when that Python is not here, saying how to get it
             for step in creation_steps(state_dir, combo, target):
-                run(step, log=log, stream=verbose, error=ToolchainError)
+                run(step, log=log, stream=verbose, error=EnvError)
                 faults.point("env")
         info = probe_venv(root, env=target.step_env())
         _check_torch(info, combo)
