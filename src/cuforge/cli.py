@@ -122,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a team's wheels (what `cuforge index` or CI publish): a simple index "
                         "URL (http://host:8080/simple/, file:///.../simple/) or a directory; "
                         "each is checked as a wheel built here, a refused one is built here")
+    _wheelhouse_arg(b)
     b.set_defaults(func=_cmd_build)
 
     m = sub.add_parser("matrix", parents=[common],
@@ -186,6 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--no-index", action="store_true",
                     help="look only in --find-links (and PIP_FIND_LINKS/UV_FIND_LINKS): offline")
     st.add_argument("--dry-run", action="store_true", help="print what setup would do; change nothing")
+    _wheelhouse_arg(st)
     st.set_defaults(func=_cmd_setup)
 
     mc = sub.add_parser("mesh-convert", parents=[common],
@@ -302,6 +304,12 @@ def command_positionals(command: str) -> dict[str, CommandOption]:
             if not a.option_strings}
 
 
+def _wheelhouse_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wheelhouse", type=Path, default=None, metavar="DIR",
+                   help="the wheelhouse root (wheels land in DIR/<platform>/<accel>/"
+                        "torch<V>-cp<XY>/); default: $CUFORGE_WHEELHOUSE, else wheelhouse/")
+
+
 def _combo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", default="3.11", help="python version of the combo")
     p.add_argument("--accel", default="cu130", help="accelerator tag (cu128, cu129, cu130)")
@@ -311,8 +319,13 @@ def _combo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _project(args):
+    from dataclasses import replace
+
     from .project import find_project
-    return find_project(root=args.root)
+    project = find_project(root=args.root)
+    if getattr(args, "wheelhouse", None):   # build, setup: cibuildwheel's --output-dir
+        project = replace(project, wheel_root=args.wheelhouse.expanduser().absolute())
+    return project
 
 
 def _arches(args) -> str:

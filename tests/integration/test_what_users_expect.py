@@ -1,0 +1,58 @@
+"""What users of pip, uv, cibuildwheel and nox expect (issue 43, points 6 and 7): the output
+dir named on the command line, a wheelhouse readable by others, no traceback from `nox -l`.
+Real processes (``python -m cuforge``, ``nox``) in temp projects."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuforge.wheelhouse import Entry, Wheelhouse
+
+from reliability_project import COMBO_DIR, build, link_combo_env, make_project
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def test_manifest_table_is_as_readable_as_the_other_wheelhouse_files(tmp_path):
+    house = Wheelhouse(tmp_path / "wh")
+    house.dir.mkdir()
+    house.publish(None, Entry(package="demo", status="FAILED", version="0.1", reason="x"))
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in house.dir.iterdir()
+             if p.name in ("manifest.txt", "manifest.jsonl")}
+    umask = os.umask(0)
+    os.umask(umask)
+    assert modes == {"manifest.txt": 0o644 & ~umask, "manifest.jsonl": 0o644 & ~umask}
+
+
+@pytest.mark.parametrize("broken", ["[[combo]\n", '[[combo]]\npython = "3.11"\n'],
+                         ids=["toml-syntax", "no-accel"])
+def test_nox_list_prints_cuforges_error_not_a_traceback(tmp_path, broken):
+    shutil.copy(ROOT / "noxfile.py", tmp_path / "noxfile.py")
+    shutil.copytree(ROOT / "envs", tmp_path / "envs")
+    combos = tmp_path / "envs" / "combos.toml"
+    combos.write_text(combos.read_text() + "\n" + broken)
+    proc = subprocess.run([str(BIN / "nox"), "-l", "-f", str(tmp_path / "noxfile.py")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyError" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("cuforge: configuration error: "), proc.stderr
+
+
+@pytest.mark.slow   # a real (tiny, C++) build in the 3.11-cu130 env
+def test_wheelhouse_option_is_where_the_wheels_go(tmp_path):
+    proj = make_project(tmp_path)
+    link_combo_env(proj)
+    out = tmp_path / "out"
+    proc = build(proj, "--skip-smoke", "--wheelhouse", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list((out / COMBO_DIR).glob("tinyext-*.whl")), sorted(out.rglob("*"))
+    assert not (proj / "wh").exists()     # $CUFORGE_WHEELHOUSE is the fallback only
+    assert stat.S_IMODE((out / COMBO_DIR / "manifest.txt").stat().st_mode) & 0o044
