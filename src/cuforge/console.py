@@ -184,11 +184,11 @@ HEARTBEAT_S = float(os.environ.get("CUFORGE_HEARTBEAT_S") or 15)
 
 @contextmanager
 def heartbeat(console: Console, running: Callable[[], list[str]],
-              every: float | None = None) -> Iterator[None]:
+              every: float | None = None, *, terminal: bool = False) -> Iterator[None]:
     """While the block runs on a console that is not a terminal, print ``... still running:``
     with what ``running()`` names, every ``every`` seconds (nothing on a terminal: the live
-    display is there)."""
-    if console.is_terminal:
+    display is there; ``terminal``: there too, for a step that has no live display)."""
+    if console.is_terminal and not terminal:
         yield
         return
     every = HEARTBEAT_S if every is None else every

@@ -56,3 +56,17 @@ def test_wheelhouse_option_is_where_the_wheels_go(tmp_path):
     assert list((out / COMBO_DIR).glob("tinyext-*.whl")), sorted(out.rglob("*"))
     assert not (proj / "wh").exists()     # $CUFORGE_WHEELHOUSE is the fallback only
     assert stat.S_IMODE((out / COMBO_DIR / "manifest.txt").stat().st_mode) & 0o044
+
+
+@pytest.mark.slow   # makes a fresh 3.11-cu130 env (hard links from uv's cache: seconds)
+def test_creating_an_env_says_so_and_keeps_saying_so(tmp_path):
+    """`invoke build-env` (shell --print-env) on a fresh state: a line when creation starts,
+    heartbeats while uv runs (here every 0.3 s; 15 s by default), a line when it is done."""
+    env = {**os.environ, "CUFORGE_STATE": str(tmp_path / "state"), "CUFORGE_HEARTBEAT_S": "0.3"}
+    proc = subprocess.run([sys.executable, "-m", "cuforge", "shell", "--combo", "3.11-cu130",
+                           "--print-env"], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "creating the 3.11-cu130 env (torch 2.14.1, once)" in proc.stderr
+    assert "... still running: install torch 2.14.1" in proc.stderr, proc.stderr
+    assert "created the 3.11-cu130 env in " in proc.stderr
