@@ -246,6 +246,22 @@ def _parser() -> argparse.ArgumentParser:
     em.add_argument("command", nargs=argparse.REMAINDER, help="run: the command (after --)")
     em.set_defaults(func=_cmd_emulation)
 
+    cl = sub.add_parser("clean", parents=[common],
+                        help="list what cuforge keeps (envs, build dirs, logs, caches) with "
+                             "sizes; remove one combo's, the stale envs or all")
+    cl.add_argument("--combo", default="", help="remove this combo's envs, build dirs, logs "
+                    "and caches (every torch version of it)")
+    cl.add_argument("--stale", action="store_true",
+                    help="remove the per-combo dirs of combos envs/combos.toml no longer "
+                         "declares (another torch, a removed combo)")
+    cl.add_argument("--all", dest="everything", action="store_true",
+                    help="remove everything under the state dir (.cuforge/); not the wheelhouse")
+    cl.add_argument("--wheelhouse", type=Path, default=None, metavar="DIR",
+                    help="also remove this wheelhouse (never removed unless named here)")
+    cl.add_argument("--dry-run", action="store_true", help="list what would be removed; "
+                    "remove nothing")
+    cl.set_defaults(func=_cmd_clean)
+
     for command in sub.choices.values():   # `cuforge build --help` shows the table too
         command.epilog = p.epilog
         command.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -383,6 +399,39 @@ def _cmd_build(args) -> int:
         names = ", ".join(e.package for e in outcome.failed)
         err_console.print(f"[bold red]cuforge: failed:[/] {names}")
         return BuildError.exit_code
+    return 0
+
+
+def _cmd_clean(args) -> int:
+    from rich.text import Text
+
+    from . import clean
+    from .console import table
+    from .project import find_project
+    project = find_project(root=args.root)   # not _project: --wheelhouse here is a target
+    items = clean.inventory(project)
+    asked = bool(args.combo or args.stale or args.everything or args.wheelhouse)
+    chosen = clean.select(project, items, combo=args.combo, stale=args.stale,
+                          everything=args.everything)
+    if args.wheelhouse:
+        chosen.append(clean.wheelhouse_item(args.wheelhouse))
+    out = make_console()
+    t = table("kind", "size", "path", title=f"cuforge state in {project.state_dir}",
+              wide=["path"])
+    for item in items:
+        t.add_row(Text(item.kind), Text(clean.human(item.size)), Text(str(item.path)))
+    out.print(t)
+    if not asked:
+        out.print(Text(f"{clean.summary(items)}; nothing removed: pass --combo NAME, --stale or "
+                       "--all (and --wheelhouse DIR for a wheelhouse), --dry-run to see first"))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    for item in chosen:
+        if not args.dry_run:
+            clean.remove(item)
+        out.print(Text(f"{verb} {item.kind} {item.path} ({clean.human(item.size)})"),
+                  soft_wrap=True)
+    out.print(Text(f"{verb} {clean.summary(chosen)}" if chosen else "nothing to remove"))
     return 0
 
 
