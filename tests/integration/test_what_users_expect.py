@@ -70,3 +70,21 @@ def test_creating_an_env_says_so_and_keeps_saying_so(tmp_path):
     assert "creating the 3.11-cu130 env (torch 2.14.1, once)" in proc.stderr
     assert "... still running: install torch 2.14.1" in proc.stderr, proc.stderr
     assert "created the 3.11-cu130 env in " in proc.stderr
+
+
+def test_installer_output_is_trimmed_to_what_a_user_reads(tmp_path):
+    """pip's 'Requirement already satisfied' lines (each with its whole pin) leave the failure's
+    tail and the stream; the log keeps them."""
+    from cuforge.errors import BuildError
+    from cuforge.runner import Step, run
+    log = tmp_path / "pip.log"
+    step = Step((sys.executable, "-m", "pip", "install", "--no-index",
+                 "--disable-pip-version-check", "pytest", "packaging",
+                 "cuforge-no-such-package"), description="install")
+    with pytest.raises(BuildError) as failed:
+        run(step, log=log)
+    text = str(failed.value)
+    assert "Requirement already satisfied" not in text, text
+    assert "(2 requirements already satisfied)" in text, text
+    assert "No matching distribution found for cuforge-no-such-package" in text
+    assert log.read_text().count("Requirement already satisfied") == 2
