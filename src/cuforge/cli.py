@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 from .arches import ArchPolicy
-from .console import make_console, print_error
+from .console import QUIET, make_console, print_error
 from .errors import BuildError, ConfigError, CuforgeError, exit_code_table
 
 DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (python x torch x "
@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if args.quiet:
+        os.environ[QUIET] = "1"   # read by every console made from here on (and children)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:
@@ -78,10 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     root_help = ("the cuforge project (envs/, recipes/, patches/); default: $CUFORGE_ROOT, "
                  "the current directory, or the one cuforge came from")
     p.add_argument("--root", type=Path, default=None, help=root_help)
+    quiet_help = ("print errors and results only: no progress, heartbeats or notes "
+                  "($CUFORGE_QUIET=1 does the same)")
+    p.add_argument("-q", "--quiet", action="store_true", default=False, help=quiet_help)
     # accepted after the command too (`cuforge patch milo X --root R`); SUPPRESS keeps the
     # top-level value when it is not given there
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--root", type=Path, default=argparse.SUPPRESS, help=root_help)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help=quiet_help)
     sub = p.add_subparsers(metavar="COMMAND")
 
     b = sub.add_parser("build", parents=[common],

@@ -54,6 +54,8 @@ def test_patch_on_a_file_is_a_usage_error_not_a_drifted_patch(tmp_path):
     proc = _cli(tmp_path, "patch", "milo", str(afile))
     assert proc.returncode == errors.ConfigError.exit_code, proc.stderr
     assert "is not a directory" in proc.stderr and "Traceback" not in proc.stderr
+    quiet = _cli(tmp_path, "-q", "patch", "milo", str(afile))   # -q keeps the error
+    assert quiet.returncode == 2 and quiet.stderr == proc.stderr
 
 
 def test_an_env_that_cannot_be_made_is_an_env_error(tmp_path):

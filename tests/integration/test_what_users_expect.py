@@ -51,8 +51,9 @@ def test_wheelhouse_option_is_where_the_wheels_go(tmp_path):
     proj = make_project(tmp_path)
     link_combo_env(proj)
     out = tmp_path / "out"
-    proc = build(proj, "--skip-smoke", "--wheelhouse", str(out))
+    proc = build(proj, "--skip-smoke", "--wheelhouse", str(out), "-q")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == "", proc.stderr     # -q: no progress, no summary on stderr
     assert list((out / COMBO_DIR).glob("tinyext-*.whl")), sorted(out.rglob("*"))
     assert not (proj / "wh").exists()     # $CUFORGE_WHEELHOUSE is the fallback only
     assert stat.S_IMODE((out / COMBO_DIR / "manifest.txt").stat().st_mode) & 0o044
