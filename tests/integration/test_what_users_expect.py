@@ -89,3 +89,26 @@ def test_installer_output_is_trimmed_to_what_a_user_reads(tmp_path):
     assert "(2 requirements already satisfied)" in text, text
     assert "No matching distribution found for cuforge-no-such-package" in text
     assert log.read_text().count("Requirement already satisfied") == 2
+
+
+@pytest.mark.slow   # two real tiny builds
+def test_a_piped_rebuild_is_never_silent_for_long(tmp_path):
+    """stderr through a pipe: no gap between lines above ~2 heartbeats (here 1 s each), in any
+    phase - preparing, planning, between packages (where no package shows a live line)."""
+    import time
+    proj = make_project(tmp_path)
+    link_combo_env(proj)
+    assert build(proj, "--skip-smoke").returncode == 0
+    env = {**os.environ, "CUFORGE_ROOT": str(proj), "CUFORGE_STATE": str(proj / ".state"),
+           "CUFORGE_WHEELHOUSE": str(proj / "wh"), "CUFORGE_HEARTBEAT_S": "1"}
+    env.pop("COLUMNS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "cuforge", "build", "--combo", "3.11-cu130",
+                             "--only", "tinyext", "--rebuild"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=proj)
+    last, gaps = time.monotonic(), []
+    for line in proc.stderr:
+        now = time.monotonic()
+        gaps.append((now - last, line.strip()))
+        last = now
+    assert proc.wait() == 0
+    assert max(gaps)[0] < 4, max(gaps)
