@@ -112,3 +112,25 @@ def test_a_piped_rebuild_is_never_silent_for_long(tmp_path):
         last = now
     assert proc.wait() == 0
     assert max(gaps)[0] < 4, max(gaps)
+
+
+@pytest.mark.slow   # verify imports in the 3.11-cu130 env
+def test_verify_models_counts_wheels_not_model_rows(tmp_path):
+    import re
+    import zipfile
+    from cuforge.digest import sha256_of
+    house = tmp_path / "wh" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
+    house.mkdir(parents=True)
+    wheel = tmp_path / "demo-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("demo/__init__.py", "")
+        zf.writestr("demo-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo\n"
+                    "Version: 0.1\n")
+    Wheelhouse(house).publish(wheel, Entry(package="demo", status="compiled", version="0.1",
+                                           wheel=wheel.name, wheel_sha256=sha256_of(wheel)))
+    proc = subprocess.run([sys.executable, "-m", "cuforge", "verify", str(house), "--combo",
+                           "3.11-cu130", "--models"], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "CUFORGE_WHEELHOUSE": str(tmp_path / "wh")},
+                          timeout=600)
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.match(r"verified 1 wheel and \d+ model rows? in ", last), proc.stdout[-2000:]
