@@ -10,6 +10,7 @@ torch and the CUDA toolchain under ``.cuforge/envs/``.
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 
@@ -21,9 +22,21 @@ ROOT = Path(__file__).parent
 
 
 def _combo_ids() -> list[str]:
-    """Read envs/combos.toml directly: the session list must not need cuforge installed."""
-    data = tomllib.loads((ROOT / "envs" / "combos.toml").read_text())
-    return [c.get("name") or f"{c['python']}-{c['accel']}" for c in data.get("combo", [])]
+    """The combos as cuforge reads them (its loader, its checks): a TOML syntax error or a
+    combo without ``accel`` prints cuforge's one-line error and exits 2, not a traceback.
+    Without cuforge importable (nox alone), envs/combos.toml is read directly."""
+    try:
+        from cuforge.combos import load_combos
+        from cuforge.errors import CuforgeError
+        from cuforge.project import find_project
+    except ImportError:
+        data = tomllib.loads((ROOT / "envs" / "combos.toml").read_text())
+        return [c.get("name") or f"{c['python']}-{c['accel']}" for c in data.get("combo", [])]
+    try:
+        return [c.id for c in load_combos(find_project(root=ROOT))]
+    except CuforgeError as err:
+        print(f"cuforge: {err.label}: {err}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
 
 
 def _make_build_session(combo_id: str) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 
 from .arches import ArchPolicy
-from .console import make_console, print_error
-from .errors import ConfigError, CuforgeError, exit_code_table
+from .console import QUIET, make_console, print_error
+from .errors import BuildError, ConfigError, CuforgeError, exit_code_table
 
 DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (python x torch x "
                "CUDA x arches); set up MILo / Pointcept checkouts with them.")
@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if args.quiet:
+        os.environ[QUIET] = "1"   # read by every console made from here on (and children)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:
@@ -78,10 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     root_help = ("the cuforge project (envs/, recipes/, patches/); default: $CUFORGE_ROOT, "
                  "the current directory, or the one cuforge came from")
     p.add_argument("--root", type=Path, default=None, help=root_help)
+    quiet_help = ("print errors and results only: no progress, heartbeats or notes "
+                  "($CUFORGE_QUIET=1 does the same)")
+    p.add_argument("-q", "--quiet", action="store_true", default=False, help=quiet_help)
     # accepted after the command too (`cuforge patch milo X --root R`); SUPPRESS keeps the
     # top-level value when it is not given there
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--root", type=Path, default=argparse.SUPPRESS, help=root_help)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help=quiet_help)
     sub = p.add_subparsers(metavar="COMMAND")
 
     b = sub.add_parser("build", parents=[common],
@@ -127,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a team's wheels (what `cuforge index` or CI publish): a simple index "
                         "URL (http://host:8080/simple/, file:///.../simple/) or a directory; "
                         "each is checked as a wheel built here, a refused one is built here")
+    _wheelhouse_arg(b)
     b.set_defaults(func=_cmd_build)
 
     m = sub.add_parser("matrix", parents=[common],
@@ -191,6 +199,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--no-index", action="store_true",
                     help="look only in --find-links (and PIP_FIND_LINKS/UV_FIND_LINKS): offline")
     st.add_argument("--dry-run", action="store_true", help="print what setup would do; change nothing")
+    _wheelhouse_arg(st)
     st.set_defaults(func=_cmd_setup)
 
     mc = sub.add_parser("mesh-convert", parents=[common],
@@ -249,6 +258,25 @@ def _parser() -> argparse.ArgumentParser:
     em.add_argument("command", nargs=argparse.REMAINDER, help="run: the command (after --)")
     em.set_defaults(func=_cmd_emulation)
 
+    cl = sub.add_parser("clean", parents=[common],
+                        help="list what cuforge keeps (envs, build dirs, logs, caches) with "
+                             "sizes; remove one combo's, the stale envs or all")
+    cl.add_argument("--combo", default="", help="remove this combo's envs, build dirs, logs "
+                    "and caches (every torch version of it)")
+    cl.add_argument("--stale", action="store_true",
+                    help="remove the per-combo dirs of combos envs/combos.toml no longer "
+                         "declares (another torch, a removed combo)")
+    cl.add_argument("--all", dest="everything", action="store_true",
+                    help="remove everything under the state dir (.cuforge/); not the wheelhouse")
+    cl.add_argument("--wheelhouse", type=Path, default=None, metavar="DIR",
+                    help="also remove this wheelhouse (never removed unless named here)")
+    cl.add_argument("--dry-run", action="store_true", help="list what would be removed; "
+                    "remove nothing")
+    cl.set_defaults(func=_cmd_clean)
+
+    for command in sub.choices.values():   # `cuforge build --help` shows the table too
+        command.epilog = p.epilog
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
 
 
@@ -304,6 +332,12 @@ def command_positionals(command: str) -> dict[str, CommandOption]:
             if not a.option_strings}
 
 
+def _wheelhouse_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wheelhouse", type=Path, default=None, metavar="DIR",
+                   help="the wheelhouse root (wheels land in DIR/<platform>/<accel>/"
+                        "torch<V>-cp<XY>/); default: $CUFORGE_WHEELHOUSE, else wheelhouse/")
+
+
 def _combo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", default="3.11", help="python version of the combo")
     p.add_argument("--accel", default="cu130", help="accelerator tag (cu128, cu129, cu130)")
@@ -313,8 +347,13 @@ def _combo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _project(args):
+    from dataclasses import replace
+
     from .project import find_project
-    return find_project(root=args.root)
+    project = find_project(root=args.root)
+    if getattr(args, "wheelhouse", None):   # build, setup: cibuildwheel's --output-dir
+        project = replace(project, wheel_root=args.wheelhouse.expanduser().absolute())
+    return project
 
 
 def _arches(args) -> str:
@@ -372,7 +411,40 @@ def _cmd_build(args) -> int:
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)
         err_console.print(f"[bold red]cuforge: failed:[/] {names}")
-        return 6
+        return BuildError.exit_code
+    return 0
+
+
+def _cmd_clean(args) -> int:
+    from rich.text import Text
+
+    from . import clean
+    from .console import table
+    from .project import find_project
+    project = find_project(root=args.root)   # not _project: --wheelhouse here is a target
+    items = clean.inventory(project)
+    asked = bool(args.combo or args.stale or args.everything or args.wheelhouse)
+    chosen = clean.select(project, items, combo=args.combo, stale=args.stale,
+                          everything=args.everything)
+    if args.wheelhouse:
+        chosen.append(clean.wheelhouse_item(args.wheelhouse))
+    out = make_console()
+    t = table("kind", "size", "path", title=f"cuforge state in {project.state_dir}",
+              wide=["path"])
+    for item in items:
+        t.add_row(Text(item.kind), Text(clean.human(item.size)), Text(str(item.path)))
+    out.print(t)
+    if not asked:
+        out.print(Text(f"{clean.summary(items)}; nothing removed: pass --combo NAME, --stale or "
+                       "--all (and --wheelhouse DIR for a wheelhouse), --dry-run to see first"))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    for item in chosen:
+        if not args.dry_run:
+            clean.remove(item)
+        out.print(Text(f"{verb} {item.kind} {item.path} ({clean.human(item.size)})"),
+                  soft_wrap=True)
+    out.print(Text(f"{verb} {clean.summary(chosen)}" if chosen else "nothing to remove"))
     return 0
 
 

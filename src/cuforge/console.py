@@ -85,10 +85,17 @@ class _TrimmedLines:
         return self.stream.fileno()
 
 
+# set by ``cuforge -q``: the consoles made after it for stderr (progress, heartbeats, notes)
+# print nothing; errors (the CLI's own console) and what a command prints on stdout stay
+QUIET = "CUFORGE_QUIET"
+
+
 def make_console(*, stderr: bool = False) -> Console:
     """cuforge's console for stdout (or stderr): wraps on a terminal, or at ``COLUMNS`` when
     that is set (someone asked for that width), nowhere else, and there without the blanks
     that pad table rows."""
+    if stderr and os.environ.get(QUIET):   # -q: progress and notes say nothing
+        return QuietPipeConsole(stderr=True, quiet=True)
     if Console(stderr=stderr).is_terminal or os.environ.get("COLUMNS", "").strip():
         return QuietPipeConsole(stderr=stderr, highlight=False)
     return QuietPipeConsole(file=_TrimmedLines(stderr), highlight=False, soft_wrap=True,
@@ -184,11 +191,11 @@ HEARTBEAT_S = float(os.environ.get("CUFORGE_HEARTBEAT_S") or 15)
 
 @contextmanager
 def heartbeat(console: Console, running: Callable[[], list[str]],
-              every: float | None = None) -> Iterator[None]:
+              every: float | None = None, *, terminal: bool = False) -> Iterator[None]:
     """While the block runs on a console that is not a terminal, print ``... still running:``
     with what ``running()`` names, every ``every`` seconds (nothing on a terminal: the live
-    display is there)."""
-    if console.is_terminal:
+    display is there; ``terminal``: there too, for a step that has no live display)."""
+    if (console.is_terminal and not terminal) or console.quiet:
         yield
         return
     every = HEARTBEAT_S if every is None else every

@@ -35,6 +35,7 @@ from .wheelhouse import MANIFEST, Wheelhouse
 
 Runs = Literal["native", "compatible", "ptx", "none", "no device code"]
 _STYLE = {"ok": "green", "missing": "red", "old": "red", "info": "cyan", "not yet": "yellow",
+          "left out": "yellow",
           "native": "green", "compatible": "magenta", "ptx": "yellow", "none": "bold red",
           "no device code": "green", "?": "yellow"}
 
@@ -132,7 +133,8 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
         rows += _host_compilers(project, judged)
         now["step"] = "the combos"
         rows += _combos(project, report, combos, {c.id for c in judged})
-        rows += _headers(project, _packages_in_use(project, judged))
+        left_out = _left_out(project, judged)
+        rows += _headers(project, _packages_in_use(project, judged) - set(left_out), left_out)
         now["step"] = "emulation"
         rows += _emulation(project)
     t = table("check", "status", "detail", title="cuforge doctor", wide=["detail"])
@@ -142,7 +144,7 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
     judged_houses = {c.wheel_dir(project.wheelhouse) for c in judged}
     cannot_run: list[str] = []
     for house in wheelhouses(project.wheelhouse):
-        shown, none = _wheelhouse_table(house, project.wheelhouse, device)
+        shown, none = _wheelhouse_table(house, project.wheelhouse, device, left_out)
         out.print(shown)
         if house in judged_houses:
             cannot_run += none
@@ -168,6 +170,30 @@ def _as_info(row: tuple[str, str, str], judged: bool) -> tuple[str, str, str]:
     if judged or status not in ("missing", "old"):
         return row
     return check, "info", f"{status} (not in use here): {detail}"
+
+
+def optional_packages(project: Project) -> dict[str, str]:
+    """Packages that a stack installs only when they build (``optional``) and no stack needs,
+    each with the stack file that says so: a failure of one leaves it out, it is no fault of
+    the wheelhouse (``setup`` exits 0 without it)."""
+    from .stacks import available_stacks, load_stack
+    stacks = [load_stack(project, name) for name in available_stacks(project)]
+    needed = {n for s in stacks for n in s.packages}
+    return {n: s.file.name for s in stacks for n in s.optional if n not in needed}
+
+
+def _left_out(project: Project, judged: list[Combo]) -> dict[str, str]:
+    """The optional packages that a judged wheelhouse records without a wheel (a FAILED line):
+    name -> why, for the report."""
+    optional = optional_packages(project)
+    out: dict[str, str] = {}
+    for c in judged:
+        house = Wheelhouse(c.wheel_dir(project.wheelhouse))
+        for name, entry in house.latest().items():
+            if name in optional and not (entry.wheel and (house.dir / entry.wheel).is_file()):
+                reason = (entry.reason or entry.status).splitlines()[0]
+                out[name] = f"optional in stacks/{optional[name]}, left out: {reason}"
+    return out
 
 
 def _packages_in_use(project: Project, judged: list[Combo]) -> set[str]:
@@ -269,8 +295,10 @@ def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo, judged: b
     return rows
 
 
-def _headers(project: Project, in_use: set[str]) -> list[tuple[str, str, str]]:
+def _headers(project: Project, in_use: set[str],
+             left_out: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
     rows = []
+    left_out = left_out or {}
     for recipe in load_recipes(project).values():
         if not recipe.system_headers:
             continue
@@ -279,11 +307,14 @@ def _headers(project: Project, in_use: set[str]) -> list[tuple[str, str, str]]:
         row = (f"{recipe.name}: headers", "ok" if not missing else "missing",
                f"{names} found" if not missing else "apt-get install "
                + " ".join(sorted({h.debian for h in missing})))
+        if missing and recipe.name in left_out:
+            row = (row[0], "left out", f"{left_out[recipe.name]}; {row[2]} builds it")
         rows.append(_as_info(row, recipe.name in in_use))
     return rows
 
 
-def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None):
+def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None,
+                      left_out: dict[str, str] | None = None):
     """The table of ``house`` rated for ``device``, and the packages it cannot run."""
     where = house.relative_to(root) if house.is_relative_to(root) else house
     title = f"wheelhouse {where}: " + (f"on {device[1]}" if device else
@@ -293,8 +324,10 @@ def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None):
     for entry in Wheelhouse(house).latest().values():
         wheel = house / entry.wheel if entry.wheel else None
         if wheel is None or not wheel.is_file():
-            t.add_row(Text(entry.package), Text(entry.status, style="yellow"),
-                      Text(entry.reason or "no wheel"))
+            optional = entry.package in (left_out or {})
+            t.add_row(Text(entry.package), Text("left out" if optional else entry.status,
+                                                style="yellow"),
+                      Text((left_out or {}).get(entry.package) or entry.reason or "no wheel"))
             continue
         if device is None:
             emb = entry.arches_embedded

@@ -78,6 +78,20 @@ class WheelhouseError(CuforgeError):
     label = "wheelhouse error"
 
 
+class EnvError(CuforgeError):
+    """A virtual environment could not be created, or packages not installed into it."""
+
+    exit_code = 10
+    label = "environment error"
+
+
+class MissingWheelError(CuforgeError):
+    """A wheel the command needs is not in the wheelhouse (nothing builds it: --no-build)."""
+
+    exit_code = 11
+    label = "missing wheel"
+
+
 def exit_code_table() -> list[tuple[int, str]]:
     """(exit code, what it means) for each error kind, in code order: the CLI's ``--help`` and
     docs/how-it-works.md show this table (a test compares the docs with it)."""

@@ -84,7 +84,9 @@ def build(project: Project, req: BuildRequest) -> Outcome:
     console.print(f"[bold]{combo.id}[/]: env {how} in {time.monotonic() - t0:.1f} s "
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
                   f"{env.toolkit.root})")
-    build_plan = make_plan(project, req, env, order)
+    with heartbeat(console, lambda: [f"{combo.id}: planning "
+                                     f"({duration(time.monotonic() - t0)})"]):
+        build_plan = make_plan(project, req, env, order)
     executor = Executor(project, req, env, build_plan, log_dir, frozenset(recipes))
     try:
         with slots.pool(project.state_dir, build_plan.jobs) if build_plan.pooled else nullcontext():
@@ -136,11 +138,18 @@ class Executor:
         self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
         self._team: list | None = None   # the team index's wheels (--wheels), read once
         self._torch_dist = None   # the env's torch as an index lists it (wheelmeta.TorchBuild)
+        self.started = time.monotonic()
         self.side_by_side = plan.pooled or sum(1 for p in plan.packages
                                                if p.jobs < plan.jobs) > 1
         self.results: dict[str, Entry] = {}   # per package, as run() decides them
         self.current: set[str] = set()         # packages found up to date
         self.check_spans: list[tuple[float, float]] = []   # (start, end) of each verification
+
+    def _between(self, results: dict[str, Entry]) -> str:
+        """What the heartbeat says while no package shows a live line (a package's wheel is
+        being published, the next one is starting): a beat is never skipped."""
+        return (f"{self.plan.combo.id}: {len(results)} of {len(self.plan.packages)} packages "
+                f"done ({duration(time.monotonic() - self.started)})")
 
     def run(self) -> Outcome:
         outcome = Outcome()
@@ -153,7 +162,7 @@ class Executor:
         # the runner's session innermost: an interrupt stops the commands before the pool
         # waits for the threads that run them
         with live_progress(console) as progress, \
-                heartbeat(console, lambda: progress_lines(progress)), \
+                heartbeat(console, lambda: progress_lines(progress) or [self._between(results)]), \
                 ThreadPoolExecutor(max(1, self.plan.jobs)) as pool, runner.session(), \
                 self._check_host():
             self.progress = progress

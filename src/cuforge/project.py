@@ -22,6 +22,7 @@ BUNDLED = Path(__file__).parent / "_project"    # the wheel's copy (pyproject: f
 class Project:
     root: Path
     home: Path | None = None   # where state and wheels go when ``root`` is read-only (a wheel)
+    wheel_root: Path | None = None   # --wheelhouse DIR: before $CUFORGE_WHEELHOUSE
 
     @property
     def envs_dir(self) -> Path:
@@ -50,6 +51,8 @@ class Project:
 
     @property
     def wheelhouse(self) -> Path:
+        if self.wheel_root is not None:
+            return self.wheel_root
         return Path(os.environ.get("CUFORGE_WHEELHOUSE", (self.home or self.root) / "wheelhouse"))
 
 

@@ -19,9 +19,13 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from .console import plural
 from .errors import BuildError, CuforgeError
 
 TAIL_LINES = 40
+# installer lines a person does not read: pip and uv repeat each satisfied requirement with
+# its whole pin (torch's is ~600 characters); they stay in the log, not on screen or in a tail
+UNREAD = ("Requirement already satisfied:", "Requirement already up-to-date:")
 SUPERVISOR = Path(__file__).resolve().parent / "supervisor.py"
 _LIVE: set[subprocess.Popen] = set()     # running commands (packages build side by side)
 _LIFELINES: dict[int, int] = {}          # supervisor pid -> the write end of its lifeline
@@ -171,14 +175,21 @@ def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
             sink.write(f"\n$ {step.render()}\n")
         assert proc.stdout is not None
         listener = _listener.get()
+        satisfied = 0
         for line in proc.stdout:
-            tail.append(line)
-            if listener:
-                listener(line)
             if log:
                 sink.write(line)
             else:
                 captured.append(line)
+            if listener:
+                listener(line)
+            if not shown(line):
+                satisfied += 1
+                continue
+            if satisfied:   # once, where they were: how many were left out
+                tail.append(f"({plural(satisfied, 'requirement')} already satisfied)\n")
+                satisfied = 0
+            tail.append(line)
             if stream:
                 sys.stdout.write(prefix + line)
                 sys.stdout.flush()
@@ -187,6 +198,15 @@ def _pump(proc: subprocess.Popen, step: Step, log: Path | None, stream: bool,
         except subprocess.TimeoutExpired:
             _stop_group(proc)
             return -9
+
+
+def shown(line: str) -> bool:
+    """False for an installer line a person does not read (``UNREAD``).
+
+    >>> shown("Requirement already satisfied: numpy in ./site-packages (2.4.6)"), shown("ok")
+    (False, True)
+    """
+    return not line.lstrip().startswith(UNREAD)
 
 
 def start(argv, *, env: dict[str, str], cwd: Path | None = None, stdout=None,

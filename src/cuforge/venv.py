@@ -7,14 +7,18 @@ import hashlib
 import json
 import shutil
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from filelock import FileLock
+from rich.text import Text
 
 from . import emulation, faults, hostcxx
+
 from .combos import Combo, ToolkitSource
-from .errors import ToolchainError
+from .console import duration, heartbeat, make_console
+from .errors import EnvError, ToolchainError
 from .tools import find_uv
 from .runner import Step, run
 from .toolchain import Toolkit, assemble_pypi_toolkit, find_system_toolkit, pypi_toolkit_at
@@ -118,9 +122,8 @@ def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
         if not reused:
             _discard_half_created(root)
             target.python()   # raises when that Python is not here, saying how to get it
-            for step in creation_steps(state_dir, combo, target):
-                run(step, log=log, stream=verbose, error=ToolchainError)
-                faults.point("env")
+            _create(creation_steps(state_dir, combo, target), combo, root, log=log,
+                    verbose=verbose)
         info = probe_venv(root, env=target.step_env())
         _check_torch(info, combo)
         if not reused:
@@ -132,6 +135,22 @@ def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
         if not reused:
             (root / STAMP).write_text(json.dumps(env_spec(combo), indent=1))
     return ComboEnv(combo, info, toolkit, root, reused, target)
+
+
+def _create(steps: list[Step], combo: Combo, root: Path, *, log: Path, verbose: bool) -> None:
+    """Run the creation steps, saying what runs: a first env takes ~20 s (uv hard-links torch
+    from its cache) to minutes (a download), and silence that long reads as a hang."""
+    out = make_console(stderr=True)
+    out.print(Text(f"creating the {combo.id} env (torch {combo.torch}, once): {root}"),
+              soft_wrap=True)
+    started, now = time.monotonic(), {"step": ""}
+    with heartbeat(out, lambda: [f"{now['step']} ({duration(time.monotonic() - started)})"],
+                   terminal=not verbose):   # -v streams uv's own lines
+        for step in steps:
+            now["step"] = step.description
+            run(step, log=log, stream=verbose, error=EnvError)
+            faults.point("env")
+    out.print(Text(f"created the {combo.id} env in {duration(time.monotonic() - started)}"))
 
 
 def inspect(state_dir: Path, combo: Combo, target: Target) -> ComboEnv | None:

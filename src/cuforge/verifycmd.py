@@ -138,6 +138,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                 if recorded is not None and recorded.status == "pass":
                     record_check(wheel, result)   # the manifest line gains the verdict
             reports.append(report)
+    verified_wheels = len(reports)   # the model rows below are not wheels
     if models:
         reports += model_reports(project, env, collect_wheels(paths, project.wheelhouse))
     if as_json:
@@ -147,7 +148,10 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     failed = [r.package for r in reports if not r.ok]
     # the last line: on stderr with --json, whose stdout is one JSON document
     make_console(stderr=as_json).print(Text(
-        f"verified {plural(len(reports), 'wheel')} in {duration(time.monotonic() - started)}: "
+        f"verified {plural(verified_wheels, 'wheel')}"
+        + (f" and {plural(len(reports) - verified_wheels, 'model row')}"
+           if len(reports) > verified_wheels else "")
+        + f" in {duration(time.monotonic() - started)}: "
         + (f"{len(failed)} FAILED ({', '.join(failed)})" if failed else "all ok")),
         soft_wrap=True)
     tampered = [r for r in reports if (m := r.result("manifest")) and m.status == "fail"]

@@ -242,6 +242,7 @@ class Wheelhouse:
         try:
             with os.fdopen(fd, "w") as f:
                 f.write("\n".join(rows) + "\n")
+            _readable(tmp)
             faults.point("manifest")
             os.replace(tmp, self.dir / TABLE)
         except OSError:
@@ -253,8 +254,17 @@ class Wheelhouse:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        _readable(tmp)
         faults.point("manifest")
         os.replace(tmp, self.dir / MANIFEST)
+
+
+def _readable(path: str | Path) -> None:
+    """0644 (less the umask), as the wheels and manifest.jsonl are: ``mkstemp`` makes 0600, and
+    a served wheelhouse (``cuforge index``, a web server) must be readable by others."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o644 & ~umask)
 
 
 def write_indexes(paths: list[Path]) -> list[index.IndexTree]:

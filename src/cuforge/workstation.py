@@ -32,7 +32,8 @@ from .checkoutreqs import (CheckoutRequirement, IndexOptions, Installer, constra
                            parse_requirements_file)
 from .combos import Combo
 from .console import duration, heartbeat, make_console, verdict_line
-from .errors import BuildError, ConfigError, ToolchainError, VerifyError
+from .errors import (BuildError, ConfigError, EnvError, MissingWheelError, ToolchainError,
+                     VerifyError)
 from .project import Project
 from .recipes import Recipe, load_recipes, build_order
 from .runner import Step, capture, run
@@ -286,19 +287,21 @@ def _venv_with_torch(req: SetupRequest, combo: Combo, target: Target, out: Conso
     if uv:
         # no --seed: seeding pip needs an index, and the GPU machine has no network
         run(Step((uv, "venv", "--allow-existing", "--python", base, str(req.venv)), env,
-                 description=f"create the venv {req.venv}"))
+                 description=f"create the venv {req.venv}"), error=EnvError)
     elif not combo.interpreter:
         tools.find_uv()          # raises: installing the combo's torch needs uv
     elif not reused:
         run(Step((base, "-m", "venv", "--without-pip", str(req.venv)), env,
-                 description=f"create the venv {req.venv} (no uv here: python -m venv)"))
+                 description=f"create the venv {req.venv} (no uv here: python -m venv)"),
+            error=EnvError)
     python = req.venv / "bin" / "python"
     if combo.interpreter:
         _link_site_packages(python, Path(base))
         what = f"torch from {base}"
     else:
         run(Step((uv, "pip", "install", "--python", str(python), *venv.index_args(combo),
-                  f"torch=={combo.torch}"), env, description=f"install torch {combo.torch}"))
+                  f"torch=={combo.torch}"), env, description=f"install torch {combo.torch}"),
+            error=EnvError)
         what = f"torch {combo.torch}"
     out.print(Text(f"venv {'reused' if reused else 'created'}: {req.venv} ({what})"))
     return python
@@ -333,7 +336,7 @@ def installable(p: Setup) -> tuple[list[tuple[Recipe, Path]], list[str]]:
             why = entry.reason.splitlines()[0] if entry and entry.reason else "no wheel"
             left_out.append(f"{r.name} (optional: {why})")
         else:
-            raise BuildError(f"{r.name} has no wheel in {p.house.dir}",
+            raise MissingWheelError(f"{r.name} has no wheel in {p.house.dir}",
                              hint=f"cuforge build --combo {p.combo.id} --only {r.name}")
     return wheels, left_out
 
@@ -350,7 +353,7 @@ def _install_wheels(python: Path, p: Setup, out: Console, index: IndexOptions) -
     wanted = {req for w in wheels for req in wheel_requirements(w)
               if canonicalize_name(Requirement(req).name) not in ours}
     run(Step(_pip_install(python, base, "--no-deps", "--reinstall", *map(str, wheels)), env,
-             description=f"install the {p.stack.name} wheels"))
+             description=f"install the {p.stack.name} wheels"), error=EnvError)
     held = constraints([("torch", dist_version(python, "torch", env)),
                         *(_name_version(w) for w in wheels)])
     extra = sorted(missing_requirements(python, wanted, env))
@@ -360,7 +363,7 @@ def _install_wheels(python: Path, p: Setup, out: Console, index: IndexOptions) -
             cfile.write_text("".join(f"{line}\n" for line in held))
             installer = resolving_installer(python, base, bool(p.combo.interpreter))
             run(Step(installer("-c", str(cfile), *index.args(), *extra), env,
-                     description="their runtime requirements"))
+                     description="their runtime requirements"), error=EnvError)
     out.print(Text(f"installed {len(wheels)} wheels from {p.house.dir}"
                    + (f" (+ {', '.join(extra)})" if extra else "")))
     for note in left_out:

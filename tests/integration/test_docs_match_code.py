@@ -81,3 +81,60 @@ def test_per_combo_dirs_are_named_as_the_code_names_them():
             for m in re.finditer(r"\.cuforge/(?:envs|work|logs|sccache|upstream-tests)/<combo>/",
                                  text)]
     assert not bare, bare
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_quoted_refusal_of_another_machines_combo_is_what_cuforge_prints():
+    """docs/dgx-spark.md quotes the refusal (it once said "only when asked" twice): the quote,
+    up to its "...", is the start of what `cuforge build --combo spark` prints here."""
+    import os
+    import subprocess
+    import sys
+    section = DOCS["docs/dgx-spark.md"].split("with exit 2 and the switch named:")[1]
+    quote = "\n".join(line for line in section.split("\n\n")[1].splitlines())
+    quoted = _flat(quote).split(" ...")[0]
+    proc = subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "spark",
+                           "--dry-run"], capture_output=True, text=True, cwd=ROOT,
+                          env={k: v for k, v in os.environ.items() if k != "CUFORGE_DEBUG"})
+    assert proc.returncode == 2, proc.stderr
+    assert _flat(proc.stderr).startswith(quoted), (quoted, proc.stderr)
+
+
+def test_the_heartbeat_promise_is_the_code():
+    """docs/workstation.md: `... still running: ...` every N s: N is console.HEARTBEAT_S's
+    default, the prefix is the one heartbeat() prints, and env creation's lines are venv's."""
+    import re as _re
+    text = _flat(DOCS["docs/workstation.md"])
+    every = _re.search(r"`\.\.\. still running: <package>: [^`]+` every (\d+) s "
+                       r"\(`CUFORGE_HEARTBEAT_S`\)", text)
+    assert every, "the heartbeat promise moved"
+    console = SOURCES[ROOT / "src" / "cuforge" / "console.py"]
+    assert f'os.environ.get("CUFORGE_HEARTBEAT_S") or {every.group(1)})' in console
+    assert 'f"... still running: {what}"' in console
+    venv_src = SOURCES[ROOT / "src" / "cuforge" / "venv.py"]
+    for said in ("creating the <combo> env", "created the <combo> env in"):
+        assert said in text
+        assert said.replace("<combo>", "{combo.id}") in venv_src, said
+
+
+def test_exit_codes_named_in_the_docs_are_errors_py():
+    """Every "`<label>` (exit N)" and "<Kind> (exit code N)" in the docs is errors.py's."""
+    import re as _re
+    from cuforge import errors
+    kinds = [errors.CuforgeError, *errors.CuforgeError.__subclasses__()]
+    by_label = {k.label: k.exit_code for k in kinds}
+    by_name = {k.__name__: k.exit_code for k in kinds}
+    seen = []
+    for name, text in DOCS.items():
+        flat = _flat(text)
+        for label, code in _re.findall(r"`([a-z ]+)` \(exit (\d+)\)", flat):
+            if label in by_label:
+                seen.append((name, label, int(code), by_label[label]))
+        for kind, code in _re.findall(r"\b([A-Z]\w+Error) \(exit code (\d+)\)", flat):
+            if kind in by_name:
+                seen.append((name, kind, int(code), by_name[kind]))
+    assert seen
+    assert not [s for s in seen if s[2] != s[3]], seen

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cuforge.errors import PatchError
+from cuforge.errors import ConfigError, PatchError
 from cuforge.patching.model import Patch, PatchResult, PatchSet, Probe, Status
 from cuforge.patching.store import (STORE_DIRNAME, BackupStore, FileRecord, commit, read_bytes,
                                     sha256)
@@ -112,7 +112,7 @@ class _Tree:
     def read(cls, ps: PatchSet, root: Path | str) -> _Tree:
         path = Path(root).resolve()
         if not path.is_dir():
-            raise PatchError(f"{path} is not a directory", hint="pass the root of the checkout")
+            raise ConfigError(f"{path} is not a directory", hint="pass the root of the checkout")
         for file in (*ps.files(), STORE_DIRNAME):
             _inside(path, file)
         return cls(path, {f: read_bytes(path / f) for f in ps.files()})

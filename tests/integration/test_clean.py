@@ -1,0 +1,67 @@
+"""`cuforge clean` (issue 43, point 7): lists the state dir with sizes, removes only what it is
+told, a dry run removes nothing, a wheelhouse only when named. Real process, real dirs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _clean(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CUFORGE_STATE": str(tmp / "state"),
+           "CUFORGE_WHEELHOUSE": str(tmp / "wh"), "COLUMNS": "250"}
+    return subprocess.run([sys.executable, "-m", "cuforge", "clean", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _state(tmp: Path) -> dict[str, Path]:
+    paths = {
+        "env": tmp / "state" / "envs" / "3.11-cu130-torch2.14.1",
+        "stale": tmp / "state" / "envs" / "3.11-cu130-torch9.9",
+        "work": tmp / "state" / "work" / "3.11-cu130-torch2.14.1",
+        "other": tmp / "state" / "envs" / "3.12-cu130-torch2.14.1",
+        "logs": tmp / "state" / "logs" / "3.11-cu130-torch2.14.1",
+    }
+    for p in paths.values():
+        p.mkdir(parents=True)
+        (p / "blob").write_bytes(b"x" * 300_000)
+    house = tmp / "wh" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
+    house.mkdir(parents=True)
+    (house / "manifest.jsonl").write_text("")
+    paths["wh"] = tmp / "wh"
+    return paths
+
+
+def _left(paths: dict[str, Path]) -> set[str]:
+    return {k for k, p in paths.items() if p.exists()}
+
+
+def test_clean_lists_and_removes_only_what_it_is_told(tmp_path):
+    paths = _state(tmp_path)
+    listed = _clean(tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert str(paths["stale"]) in listed.stdout and "nothing removed" in listed.stdout
+    assert "MB" in listed.stdout or "kB" in listed.stdout
+    assert _left(paths) == set(paths)
+
+    dry = _clean(tmp_path, "--stale", "--dry-run")
+    assert f"would remove envs {paths['stale']}" in dry.stdout and _left(paths) == set(paths)
+
+    assert _clean(tmp_path, "--stale").returncode == 0
+    assert _left(paths) == set(paths) - {"stale"}
+
+    one = _clean(tmp_path, "--combo", "3.11-cu130")
+    assert one.returncode == 0, one.stderr
+    assert _left(paths) == {"other", "wh"}
+
+    _clean(tmp_path, "--all")
+    assert _left(paths) == {"wh"}     # a wheelhouse stays unless named
+
+    refused = _clean(tmp_path, "--wheelhouse", str(tmp_path / "state"))
+    assert refused.returncode == 2 and "not a cuforge wheelhouse" in refused.stderr
+    assert _clean(tmp_path, "--wheelhouse", str(paths["wh"])).returncode == 0
+    assert not paths["wh"].exists()
