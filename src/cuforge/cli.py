@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print_error(err_console, err.label, str(err))
         return err.exit_code
-    except KeyboardInterrupt:
-        err_console.print("cuforge: interrupted; nothing half-written was published")
+    except KeyboardInterrupt as err:   # runner.Interrupted says which command was stopped
+        err_console.print(f"cuforge: interrupted{f' ({err})' if str(err) else ''}; nothing "
+                          "half-written was published", markup=False, highlight=False)
         return 130
 
 

@@ -216,6 +216,8 @@ class Executor:
                                shared=self.progress) as progress, listen(progress.on_line):
                 made = self._wheel_for(pkg, log, progress.say)
         except CuforgeError as err:
+            if runner.stopping():   # a command stopped by the interrupt: no verdict to record
+                raise runner.Interrupted(f"{pkg.name} was not finished") from err
             entry = self.house.publish(None, _failed_entry(self.plan.combo, pkg.recipe, str(err),
                                                            log, started))
             if not self.req.keep_going:

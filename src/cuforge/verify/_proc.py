@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runner import exit_status, stop, supervised
+from ..runner import OUTSIDE_SIGNALS, Interrupted, exit_status, stop, supervised
 
 
 @dataclass(frozen=True)
@@ -85,4 +85,8 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
             stop(proc)   # the supervisor ends the interpreter and whatever it started
             out, err = proc.communicate()
             return Outcome(None, out, err, timed_out=True)
-    return Outcome(exit_status(proc.returncode), out, err)
+    code = exit_status(proc.returncode)
+    if -code in OUTSIDE_SIGNALS:   # killed, by cuforge's interrupt or from outside: no verdict
+        raise Interrupted(f"the check `{python.name} {' '.join(args)[:60]}` was stopped by "
+                          f"{signal.Signals(-code).name}; no verdict was recorded")
+    return Outcome(code, out, err)
