@@ -21,6 +21,7 @@ from pathlib import Path
 from .arches import ArchPolicy
 from .console import QUIET, make_console, print_error
 from .errors import BuildError, ConfigError, CuforgeError, exit_code_table
+from .inputs import check_jobs
 
 DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (python x torch x "
                "CUDA x arches); set up MILo / Pointcept checkouts with them.")
@@ -52,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print_error(err_console, err.label, str(err))
         return err.exit_code
-    except KeyboardInterrupt:
-        err_console.print("cuforge: interrupted; nothing half-written was published")
+    except KeyboardInterrupt as err:   # runner.Interrupted says which command was stopped
+        err_console.print(f"cuforge: interrupted{f' ({err})' if str(err) else ''}; nothing "
+                          "half-written was published", markup=False, highlight=False)
         return 130
 
 
@@ -180,7 +182,8 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--venv", type=Path, default=None, help="default: CHECKOUT/.venv")
     _combo_args(st)
     st.add_argument("--cuda-arch", default=None, help="arches the wheels are built for")
-    st.add_argument("--jobs", type=int, default=0, help="parallel compile jobs if a build is needed")
+    st.add_argument("--jobs", type=int, default=None, help="parallel compile jobs if a build is "
+                    "needed (default: min(cores, free memory / 2.5 GB))")
     st.add_argument("--rebuild", action="store_true", help="rebuild the stack's wheels")
     st.add_argument("--no-build", action="store_true",
                     help="install what the wheelhouse has; build nothing (offline)")
@@ -391,10 +394,7 @@ def _cmd_build(args) -> int:
     from .request import BuildRequest
     from .compiler_cache import parse_spec
     from .toolchain import default_jobs
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError(f"--jobs {args.jobs}: the number of parallel compile jobs must be 1 "
-                          "or more", hint="leave --jobs out to get min(cores, free memory / "
-                          "2.5 GB), or pass e.g. --jobs 4")
+    check_jobs(args.jobs)
     combo = _combo(args, arches=_arches(args), torch=args.torch)
     req = BuildRequest(
         combo=combo,
@@ -474,6 +474,7 @@ def _cmd_doctor(args) -> int:
 
 def _cmd_setup(args) -> int:
     from .toolchain import default_jobs
+    check_jobs(args.jobs)
     from .checkoutreqs import IndexOptions
     from .workstation import SetupRequest, setup
     checkout = args.checkout.expanduser().resolve()

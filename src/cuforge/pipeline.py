@@ -26,6 +26,7 @@ from .digest import sha256_of
 from .console import (BuildProgress, duration, heartbeat, live_progress, make_console,
                       progress_lines, verdict_line)
 from .errors import BuildError, CuforgeError, VerifyError
+from .inputs import check_build
 from .plan import Action, ActionKind, PackagePlan, Plan, make_plan, own_modules, up_to_date
 from .project import Project
 from .recipes import Recipe, selection
@@ -67,6 +68,7 @@ def build(project: Project, req: BuildRequest) -> Outcome:
         req = replace(req, target=resolve(project, req.combo))
     recipes, order = selection(project, list(req.packages or req.combo.packages),
                                req.src_overrides)
+    check_build(project, req)   # what the dry run refuses too, before anything is written
     if req.dry_run:
         from .dryrun import dry_run
         dry_run(project, req, order)
@@ -244,6 +246,8 @@ class Executor:
                                shared=self.progress) as progress, listen(progress.on_line):
                 made = self._wheel_for(pkg, log, progress.say)
         except CuforgeError as err:
+            if runner.stopping():   # a command stopped by the interrupt: no verdict to record
+                raise runner.Interrupted(f"{pkg.name} was not finished") from err
             entry = self.house.publish(None, _failed_entry(self.plan.combo, pkg.recipe, str(err),
                                                            log, started))
             if not self.req.keep_going:

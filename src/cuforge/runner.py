@@ -39,6 +39,16 @@ _held: ContextVar[tuple[int, ...]] = ContextVar("cuforge_held_fds", default=())
 _listener: ContextVar[Callable[[str], None] | None] = ContextVar("cuforge_line_listener",
                                                                  default=None)
 
+# Signals sent from outside (a user's Ctrl-C or kill, a session's end, cuforge's own stop_all):
+# a command ended by one was stopped, it did not fail
+OUTSIDE_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL})
+
+
+class Interrupted(KeyboardInterrupt):
+    """A command was stopped from outside, not ended by what it ran: whatever it was deciding
+    (a check's verdict on a wheel) has no outcome. It unwinds like Ctrl-C, past every
+    ``except CuforgeError``, so nothing takes it for a failure and nothing is recorded."""
+
 
 @contextmanager
 def listen(callback: Callable[[str], None]) -> Iterator[None]:

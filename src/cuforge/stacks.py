@@ -41,6 +41,11 @@ class Stack:
     # list written here for a code base without one, each entry saying where it comes from
     requirements_file: str = ""
     requirements: tuple[CheckoutRequirement, ...] = ()
+    # the code base itself: its name for people, where to clone it, and a path every
+    # checkout of it has (setup refuses a --checkout without it, before patching anything)
+    title: str = ""
+    repo: str = ""
+    checkout_marker: str = ""
 
 
 def available_stacks(project: Project) -> list[str]:
@@ -86,7 +91,9 @@ def load_stack(project: Project, name: str) -> Stack:
                  packages=tuple(head["packages"]), patch_set=head.get("patch_set", ""),
                  env=tuple(env), checkout_model=head.get("checkout_model", ""), file=path,
                  optional=tuple(head.get("optional", ())), miniature=head.get("miniature", ""),
-                 requirements_file=head.get("requirements_file", ""), requirements=tuple(reqs))
+                 requirements_file=head.get("requirements_file", ""), requirements=tuple(reqs),
+                 title=head.get("title", head.get("name", name)), repo=head.get("repo", ""),
+                 checkout_marker=head.get("checkout_marker", ""))
 
 
 def env_file_text(stack: Stack) -> str:

@@ -62,7 +62,7 @@ def _links(url: str) -> list[str]:
 
 def list_wheels(source: str) -> list[TeamWheel]:
     """Every wheel the team's index (or directory) offers."""
-    path = _as_path(source)
+    path = local_path(source)
     if path is not None and any(path.glob("*.whl")):
         return [TeamWheel(w.name, w.resolve().as_uri(), "") for w in sorted(path.glob("*.whl"))]
     if path is not None and (path / "simple" / "index.html").is_file():
@@ -86,7 +86,8 @@ def list_wheels(source: str) -> list[TeamWheel]:
     return wheels
 
 
-def _as_path(source: str) -> Path | None:
+def local_path(source: str) -> Path | None:
+    """The directory ``--wheels`` names (a path or a ``file://`` URL), or None for a URL."""
     if source.startswith("file://"):
         return Path(urllib.parse.unquote(urllib.parse.urlparse(source).path))
     if "://" in source:

@@ -34,6 +34,7 @@ from .combos import Combo
 from .console import duration, heartbeat, make_console, verdict_line
 from .errors import (BuildError, ConfigError, EnvError, MissingWheelError, ToolchainError,
                      VerifyError)
+from .inputs import check_setup
 from .project import Project
 from .recipes import Recipe, load_recipes, build_order
 from .runner import Step, capture, run
@@ -83,14 +84,15 @@ def env_file(venv_dir: Path, stack: str) -> Path:
 
 def setup(project: Project, req: SetupRequest, console: Console | None = None) -> int:
     out = console or make_console(stderr=True)
-    if not req.checkout.is_dir():
-        raise ConfigError(f"no checkout at {req.checkout}",
-                          hint="pass --checkout PATH to your clone (e.g. git clone "
-                               "https://github.com/Anttwo/MILo)")
+    # refused before anything is written, by the dry run as by the run
+    check_setup(req, load_stack(project, req.stack))
     target = resolve(project, req.combo)   # once: the build and the venv read it
+    target.require_usable()
     p = decide(project, req, target)
-    if req.dry_run:
-        print_setup(project, req, p, out)
+    if req.no_build:
+        installable(p)   # a required wheel missing: say so before the venv is made
+    if req.dry_run:   # the plan on stdout, as build --dry-run prints its plan
+        print_setup(project, req, p, console or make_console())
         return 0
     started = time.monotonic()
     now = {"step": ""}   # what the heartbeat names where no terminal shows progress

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import resource
+import shutil
 import tarfile
 import zipfile
 from dataclasses import dataclass
@@ -19,11 +20,11 @@ from typing import Callable
 
 import pytest
 
-from cuforge.errors import (ConfigError, PatchError, SourceError, VerifyError, WheelhouseError,
-                            BuildError)
+from cuforge.errors import (ConfigError, PatchError, SourceError, ToolchainError, VerifyError,
+                            WheelhouseError, BuildError)
 from cuforge.wheelhouse import Entry, Wheelhouse
 
-from reliability_project import (COMBO_DIR, build, cuforge, link_combo_env, make_project,
+from reliability_project import (COMBO_DIR, ROOT, build, cuforge, link_combo_env, make_project,
                                  wheelhouse_snapshot)
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -283,3 +284,101 @@ def test_disk_full_while_publishing_publishes_nothing(tmp_path):
     # and with room again, the same command publishes
     again = build(proj, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
+
+
+# -- refused before anything is written, by the dry run as by the run (issue 43) --------------
+@dataclass(frozen=True)
+class Refusal:
+    id: str
+    args: Callable[[Path, Path], list[str]]   # (tmp_path, proj) -> the CLI arguments
+    error: type
+    says: str
+    stack: bool = False                       # a `setup` of the repo's own stacks
+
+
+def _afile(tmp: Path) -> Path:
+    path = tmp / "a-file"
+    path.write_text("not a directory\n")
+    return path
+
+
+def _pointcept(tmp: Path) -> Path:
+    """A checkout shaped like Pointcept's (our fixture), and the setup arguments for it."""
+    checkout = tmp / "Pointcept"
+    if not checkout.exists():
+        shutil.copytree(ROOT / "tests" / "fixtures" / "upstream" / "pointcept", checkout)
+    return checkout
+
+
+def _setup(tmp: Path, *extra: str, checkout: Path | None = None) -> list[str]:
+    return ["setup", "pointcept", "--checkout", str(checkout or _pointcept(tmp)), *extra]
+
+
+REFUSALS = [
+    Refusal("torch-unknown", lambda t, p: _build_args("--torch", "9.9"), ToolchainError,
+            "torch 9.9"),
+    Refusal("src-missing", lambda t, p: _build_args("--src", f"tinyext={t / 'nowhere'}"),
+            ConfigError, "does not exist"),
+    Refusal("src-a-file", lambda t, p: _build_args("--src", f"tinyext={_afile(t)}"),
+            ConfigError, "is not a directory"),
+    Refusal("wheels-missing", lambda t, p: _build_args("--wheels", str(t / "nowhere")),
+            ConfigError, "does not exist"),
+    Refusal("combo-emulated-without-emulation",
+            lambda t, p: ["build", "--combo", "spark-emulated", "--only", "tinyext"],
+            ToolchainError, "emulation is not usable here"),
+    Refusal("setup-jobs-zero", lambda t, p: _setup(t, "--jobs", "0"), ConfigError, "--jobs 0",
+            stack=True),
+    Refusal("setup-checkout-missing", lambda t, p: _setup(t, checkout=t / "nowhere"),
+            ConfigError, "git clone https://github.com/Pointcept/Pointcept", stack=True),
+    Refusal("setup-checkout-empty", lambda t, p: _setup(t, checkout=_mkdir(t / "empty")),
+            ConfigError, "is not a Pointcept checkout (no pointcept/ in it)", stack=True),
+    Refusal("setup-venv-a-file", lambda t, p: _setup(t, "--venv", str(_afile(t))),
+            ConfigError, "is a file, not a venv directory", stack=True),
+    Refusal("setup-no-build-missing-wheels", lambda t, p: _setup(t, "--no-build"), BuildError,
+            "has no wheel", stack=True),
+    Refusal("setup-src-a-file", lambda t, p: _setup(t, "--src", f"spconv={_afile(t)}"),
+            ConfigError, "is not a directory", stack=True),
+    Refusal("setup-wheels-missing", lambda t, p: _setup(t, "--wheels", str(t / "nowhere")),
+            ConfigError, "does not exist", stack=True),
+]
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` (a directory as None), with its bytes: what is on disk."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(root.rglob("*")) if not p.is_symlink()}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in REFUSALS])
+def test_a_refused_input_leaves_nothing_and_the_dry_run_says_the_same(tmp_path, case):
+    """The run and ``--dry-run`` print the same one error (no uv or patch output) with the
+    same exit code, and neither leaves anything on disk: no env or its lock, no log dir, no
+    build stamp, no FAILED line, no CHECKOUT/.venv."""
+    proj = make_project(tmp_path)
+    _seed_wheelhouse(proj)
+    args = case.args(tmp_path, proj)
+    env = {"CUFORGE_ROOT": str(ROOT)} if case.stack else None   # the repo's stacks and recipes
+    before = _tree(tmp_path)
+    runs = [cuforge(proj, *args, *dry, env=env, timeout=300) for dry in (["--dry-run"], [])]
+    for run in runs:
+        assert run.returncode == case.error.exit_code, (run.returncode, run.stderr[-3000:])
+        assert "Traceback" not in run.stderr and not run.stdout, run.stdout + run.stderr
+        assert run.stderr.count(f"cuforge: {case.error.label}") == 1, run.stderr
+        assert case.says in run.stderr and "fix:" in run.stderr, run.stderr
+        assert run.stderr.startswith("cuforge: "), run.stderr   # nothing ran before it
+    assert runs[0].stderr == runs[1].stderr
+    assert _tree(tmp_path) == before, sorted(set(_tree(tmp_path)) ^ set(before))
+    assert "MILo" not in runs[1].stderr
+
+
+def test_setup_dry_run_writes_its_plan_to_stdout(tmp_path):
+    """As ``build --dry-run`` does: the plan is the output, on stdout (``> plan.txt``)."""
+    run = cuforge(tmp_path, *_setup(tmp_path, "--dry-run"), env={"CUFORGE_ROOT": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.startswith("cuforge setup pointcept (dry run):"), run.stdout[:500]
+    assert "4. patch set pointcept on" in run.stdout and not run.stderr.strip(), run.stderr

@@ -162,3 +162,14 @@ def test_an_extension_named_by_path_loads_without_its_package(tmp_path):
     missing = check_import(vb.this_python(), import_roots(root), ["needsmore/ops/_absent"],
                            import_torch=False)
     assert missing.status == "fail" and "no extension file needsmore/ops/_absent" in missing.summary
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_an_import_killed_from_outside_is_no_verdict(tmp_path, sig):
+    """A check interpreter ended by a signal someone sent (a kill, cuforge's own interrupt) did
+    not crash: there is no verdict, and the check unwinds as an interrupt (issue 43)."""
+    from cuforge.runner import Interrupted
+    root = unpacked(tmp_path, "killedpkg", {"killedpkg/__init__.py":
+                                            f"import os, signal\nos.kill(os.getpid(), signal.{sig})\n"})
+    with pytest.raises(Interrupted, match=sig):
+        check_import(vb.this_python(), import_roots(root), ["killedpkg"], import_torch=False)

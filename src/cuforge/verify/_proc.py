@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runner import exit_status, stop, supervised
+from ..runner import OUTSIDE_SIGNALS, Interrupted, exit_status, stop, supervised
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
             stop(proc)   # the supervisor ends the interpreter and whatever it started
             out, err = proc.communicate()
             return Outcome(None, out, err, timed_out=True)
-    return Outcome(exit_status(proc.returncode), out, err)
+    return Outcome(_not_stopped(exit_status(proc.returncode), python, args), out, err)
 
 
 def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], timeout: float,
@@ -112,4 +112,13 @@ def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], tim
                                         env=python_env(paths, env, plain_loader=plain_loader))
     except host.HostGone:
         return None
-    return Outcome(code, out, err, timed_out=code is None)
+    return Outcome(_not_stopped(code, python, args), out, err, timed_out=code is None)
+
+
+def _not_stopped(code: int | None, python: Path, args: Sequence[str]) -> int | None:
+    """``code`` unless a signal from outside ended the check (cuforge's interrupt or a kill):
+    that is no verdict on the wheel, so it is raised as an interrupt instead."""
+    if code is not None and -code in OUTSIDE_SIGNALS:
+        raise Interrupted(f"the check `{python.name} {' '.join(args)[:60]}` was stopped by "
+                          f"{signal.Signals(-code).name}; no verdict was recorded")
+    return code
