@@ -108,12 +108,13 @@ def wheelhouse_item(path: Path) -> Item:
 
 
 def remove(item: Item) -> None:
-    """Delete ``item``; a combo env another cuforge holds (its lock) is refused."""
+    """Delete ``item``; one another cuforge holds (its ``.lock`` beside it: a combo env) is
+    refused."""
     if item.path.is_symlink():
         item.path.unlink()
         return
     lock = Path(str(item.path) + ".lock")
-    if item.kind == "envs" and lock.exists():
+    if lock.exists():
         try:
             with FileLock(str(lock), timeout=0):
                 shutil.rmtree(item.path)

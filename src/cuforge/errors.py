@@ -14,6 +14,7 @@ class CuforgeError(Exception):
 
     exit_code = 1
     label = "error"
+    returncode: int | None = None   # the failed command's exit status, where one failed
 
     def __init__(self, message: str, *, hint: str | None = None,
                  summary: str | None = None) -> None:

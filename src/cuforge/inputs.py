@@ -79,7 +79,8 @@ def check_build(project, req) -> None:
     cheapest first: the same for ``--dry-run``."""
     check_jobs(req.jobs)
     check_src_overrides(req.src_overrides)
-    check_team_wheels(req.team_wheels)
+    if req.team_wheels:
+        check_team_wheels(req.team_wheels)
     check_combo_env(project.state_dir, req.combo, req.target)
 
 

@@ -12,10 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .combos import Combo
-from .errors import ToolchainError
+from .errors import EnvError, ToolchainError
 from .runner import capture
 from .tools import find_uv
 from .venv import index_args, requirements
+
+
+# uv's exit status when it could not run at all (its config, its cache, the network); 1 is
+# "no solution": the combo's torch and toolkit do not exist for its platform
+UV_COULD_NOT_RUN = 2
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,10 @@ def resolve(combo: Combo) -> Resolution:
         try:
             out = capture(resolve_command(combo, reqs), error=ToolchainError)
         except ToolchainError as err:
+            if err.returncode == UV_COULD_NOT_RUN:
+                raise EnvError(f"uv could not resolve combo {combo.id}'s env: {err}",
+                               hint="fix uv's configuration (uv.toml, UV_CONFIG_FILE) or "
+                                    "reach its index, then run again") from None
             raise ToolchainError(
                 f"torch {combo.torch} + the CUDA {combo.accel.cuda} toolkit of combo {combo.id} "
                 f"do not resolve for {combo.target.name}: {err}",

@@ -343,8 +343,10 @@ def capture(argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | N
     except FileNotFoundError:
         raise error(f"command not found: {argv[0]}") from None
     if proc.returncode != 0:
-        raise error(f"{shlex.join(argv[:4])} failed (exit {proc.returncode}): "
-                    f"{proc.stderr.strip()[-2000:]}")
+        failure = error(f"{shlex.join(argv[:4])} failed (exit {proc.returncode}): "
+                        f"{proc.stderr.strip()[-2000:]}")
+        failure.returncode = proc.returncode
+        raise failure
     return proc.stdout
 
 

@@ -21,7 +21,7 @@ from typing import Callable
 import pytest
 
 from cuforge.errors import (ConfigError, PatchError, SourceError, ToolchainError, VerifyError,
-                            WheelhouseError, BuildError)
+                            WheelhouseError, BuildError, MissingWheelError)
 from cuforge.wheelhouse import Entry, Wheelhouse
 
 from reliability_project import (COMBO_DIR, ROOT, build, cuforge, link_combo_env, make_project,
@@ -334,7 +334,7 @@ REFUSALS = [
             ConfigError, "is not a Pointcept checkout (no pointcept/ in it)", stack=True),
     Refusal("setup-venv-a-file", lambda t, p: _setup(t, "--venv", str(_afile(t))),
             ConfigError, "is a file, not a venv directory", stack=True),
-    Refusal("setup-no-build-missing-wheels", lambda t, p: _setup(t, "--no-build"), BuildError,
+    Refusal("setup-no-build-missing-wheels", lambda t, p: _setup(t, "--no-build"), MissingWheelError,
             "has no wheel", stack=True),
     Refusal("setup-src-a-file", lambda t, p: _setup(t, "--src", f"spconv={_afile(t)}"),
             ConfigError, "is not a directory", stack=True),

@@ -64,7 +64,9 @@ def test_an_env_that_cannot_be_made_is_an_env_error(tmp_path):
     bad.write_text("index = [\n")
     proc = _cli(tmp_path, "build", "--combo", "3.11-cu130", UV_CONFIG_FILE=str(bad))
     assert proc.returncode == errors.EnvError.exit_code == 10, proc.stderr
-    assert "environment error: create the 3.11-cu130 venv failed" in proc.stderr
+    # refused where the env is first resolved, before anything is made (issue 43 point 2)
+    assert "environment error: uv could not resolve combo 3.11-cu130" in proc.stderr
+    assert "uv.toml" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def _project_copy(tmp: Path) -> Path:

@@ -205,10 +205,13 @@ class _Pool:
         self.base_env = dict(base_env)
         self._hosts: dict[tuple, CheckHost | None] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def host(self, *, torch: bool, env: Mapping[str, str]) -> CheckHost | None:
         key = (torch, tuple(sorted(env.items())))
         with self._lock:
+            if self._closed:   # the block is ending (an interrupt): fresh interpreters
+                return None
             if key not in self._hosts:
                 try:
                     self._hosts[key] = CheckHost(self.python, env, torch=torch)
@@ -217,7 +220,11 @@ class _Pool:
             return self._hosts[key]
 
     def close(self) -> None:
-        for host in self._hosts.values():
+        # a package's thread may still ask for a host while an interrupt closes the pool
+        with self._lock:
+            self._closed = True
+            hosts = list(self._hosts.values())
+        for host in hosts:
             if host is not None:
                 host.close()
 
