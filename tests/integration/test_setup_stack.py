@@ -218,7 +218,7 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
 
     dry = setup(project, checkout, venv, "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    plan = " ".join(dry.stderr.split())
+    plan = " ".join(dry.stdout.split())   # the plan is the output, on stdout (issue 43)
     assert "missing now: tiny-broken, tiny-render" in plan or \
            "missing now: tiny-render, tiny-broken" in plan, plan
     assert not venv.exists()
