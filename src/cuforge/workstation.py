@@ -18,6 +18,7 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,8 +29,8 @@ from rich.console import Console
 from rich.text import Text
 
 from . import tools, venv
-from .checkoutreqs import (CheckoutRequirement, IndexOptions, Installer, constraints,
-                           parse_requirements_file)
+from .checkoutreqs import (CheckoutRequirement, IndexOptions, Installer, Outcome,
+                           constraints, parse_requirements_file)
 from .combos import Combo
 from .console import duration, heartbeat, make_console, verdict_line
 from .errors import (BuildError, ConfigError, EnvError, MissingWheelError, ToolchainError,
@@ -102,21 +103,36 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
                 ] if now["step"] else []   # a build says for itself what it runs
 
     spent = Phases()
-    with heartbeat(out, running):
+    early = _early_requirements(project, req, p)
+    got: Outcome | None = None
+    with heartbeat(out, running), ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="cuforge-beside") as pool:
+        # The venv and the checkout's requirements need nothing the build makes (torch is
+        # held; none of them names a stack package), so they go beside the wheels' build and
+        # checks instead of after them (issue 44: a team run is mostly checks and installs).
+        beside = (pool.submit(_venv_and_requirements, req, p, early, out, spent)
+                  if p.to_build and early is not None else None)
         if p.to_build:
             with spent("wheels"):
                 spent.checks = _build(project, req, p, out)
             p = decide(project, req, target)          # the wheelhouse changed
-        now["step"] = f"the venv {req.venv} with torch {p.combo.torch}"
-        with spent("venv"):
-            python = _venv_with_torch(req, p.combo, p.target, out)
+        if beside is not None:
+            now["step"] = "installing the checkout's requirements (beside the wheels)"
+            python, got = beside.result()
+        else:
+            now["step"] = f"the venv {req.venv} with torch {p.combo.torch}"
+            with spent("venv"):
+                python = _venv_with_torch(req, p.combo, p.target, out)
         now["step"] = f"installing the {p.stack.name} wheels"
         with spent("installs"):
             held = _install_wheels(python, p, out, req.index)
         now["step"] = "installing the checkout's requirements"
-        with spent("requirements"):
-            missing = (_install_checkout_requirements(python, p, req, held, out)
-                       if req.requirements else [])
+        if beside is not None and got is not None and _still_satisfied(python, p, got, out):
+            missing = list(got.missing)
+        else:   # after the wheels, everything held: the order that cannot clash
+            with spent("requirements"):
+                missing = (list(_install_checkout_requirements(python, p, req, held, out)
+                                .missing) if req.requirements else [])
         now["step"] = f"patching {req.checkout}"
         with spent("patch"):
             _patch(project, req, p.stack, out)
@@ -201,15 +217,19 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
 
 # -- steps -----------------------------------------------------------------------------------
 class Phases:
-    """Wall seconds per setup phase, for the summary ("wheels 14.2 s (checks 6.1 s), ...")."""
+    """Wall seconds per setup phase, for the summary ("wheels 14.2 s (checks 6.1 s), ...").
+    A phase run beside the wheels' build says so: its seconds are inside the wheels' time."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.checks = 0.0     # of the wheels phase: some wheel being checked
+        self.beside: set[str] = set()
 
     @contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
+    def __call__(self, name: str, *, beside: bool = False) -> Iterator[None]:
         started = time.monotonic()
+        if beside:
+            self.beside.add(name)
         try:
             yield
         finally:
@@ -218,12 +238,14 @@ class Phases:
     def __str__(self) -> str:
         """
         >>> p = Phases(); p.seconds = {"wheels": 14.24, "venv": 1.0}; p.checks = 6.1
-        >>> str(p)
-        'wheels 14.2 s (checks 6.1 s), venv 1.0 s'
+        >>> p.beside = {"venv"}; str(p)
+        'wheels 14.2 s (checks 6.1 s), venv 1.0 s (beside the wheels)'
         """
-        return ", ".join(f"{name} {s:.1f} s" + (f" (checks {self.checks:.1f} s)"
-                                               if name == "wheels" else "")
-                         for name, s in self.seconds.items())
+        def one(name: str, s: float) -> str:
+            note = (f" (checks {self.checks:.1f} s)" if name == "wheels" else
+                    " (beside the wheels)" if name in self.beside else "")
+            return f"{name} {s:.1f} s{note}"
+        return ", ".join(one(name, s) for name, s in self.seconds.items())
 
 
 def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float:
@@ -397,11 +419,12 @@ def checkout_requirements(stack: Stack, checkout: Path) -> list[CheckoutRequirem
 
 
 def _install_checkout_requirements(python: Path, p: Setup, req: SetupRequest, held: list[str],
-                                   out: Console):
+                                   out: Console,
+                                   reqs: list[CheckoutRequirement] | None = None) -> Outcome:
     from .checkoutreqs import install
-    reqs = checkout_requirements(p.stack, req.checkout)
+    reqs = checkout_requirements(p.stack, req.checkout) if reqs is None else reqs
     if not reqs:
-        return []
+        return Outcome((), ())
     base = p.target.python()
     out.print(Text(f"the checkout's requirements ({len(reqs)}), held: {' '.join(held)}"))
     installer = resolving_installer(python, base, bool(p.combo.interpreter))
@@ -414,7 +437,52 @@ def _install_checkout_requirements(python: Path, p: Setup, req: SetupRequest, he
                    + (f" (added: {got.would_install})" if got.would_install else "")))
     for m in got.missing:
         out.print(Text(f"not installed: {m.line()}", style="yellow"))
-    return list(got.missing)
+    return got
+
+
+def _early_requirements(project: Project, req: SetupRequest,
+                        p: Setup) -> list[CheckoutRequirement] | None:
+    """The checkout's requirements when they may go in beside the wheels' build ([] when
+    there are none or --no-requirements), or None when they must wait for the wheels: one of
+    them names a stack package (the installer would fetch that package from the index, or
+    build its sdist, instead of taking the wheel being built here)."""
+    if not req.requirements:
+        return []
+    try:
+        reqs = checkout_requirements(p.stack, req.checkout)
+    except ConfigError:
+        return None          # said in the requirements step, in its usual place
+    ours = {canonicalize_name(r.name) for r in load_recipes(project).values()}
+    for r in reqs:
+        name = canonicalize_name(r.name)
+        if name in ours or re.sub(r"-cu\d+$", "", name) in ours:   # spconv-cu124
+            return None
+    return reqs
+
+
+def _venv_and_requirements(req: SetupRequest, p: Setup, reqs: list[CheckoutRequirement],
+                           out: Console, spent: Phases) -> tuple[Path, Outcome | None]:
+    """Beside the wheels' build: the venv with torch, then the checkout's requirements with
+    torch held (the stack's wheels go in after, without dependencies)."""
+    with spent("venv", beside=True):
+        python = _venv_with_torch(req, p.combo, p.target, out)
+    if not req.requirements:
+        return python, None
+    with spent("requirements", beside=True):
+        held = constraints([("torch", dist_version(python, "torch", p.target.step_env()))])
+        return python, _install_checkout_requirements(python, p, req, held, out, reqs)
+
+
+def _still_satisfied(python: Path, p: Setup, got: Outcome, out: Console) -> bool:
+    """After the wheels and their runtime requirements went in: does every requirement put in
+    beside the build still hold? A wheel's own requirement may have moved one (then the
+    requirements step runs again, after the wheels, with everything held)."""
+    moved = missing_requirements(python, {r.spec for r in got.installed},
+                                 p.target.step_env())
+    if moved:
+        out.print(Text(f"the stack's wheels moved {', '.join(sorted(moved))}: installing the "
+                       "checkout's requirements again, the wheels held", style="yellow"))
+    return not moved
 
 
 def _print_requirements(req: SetupRequest, p: Setup, out: Console) -> None:

@@ -7,6 +7,7 @@ Marked slow: ~20-40 s (two venvs; torch is hard-linked from uv's cache or reused
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -235,6 +236,14 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
         or "checkout model pass" in first.stderr
     # the summary says where the time went, the checks counted inside the wheels' time
     assert "where the time went:" in first.stderr and "model stage" in first.stderr, first.stderr
+    # the venv and the checkout's requirements went in beside the build (issue 44), then the
+    # wheels: the requirements put in first still hold, so they are not installed again
+    went = next(ln for ln in first.stderr.splitlines() if ln.startswith("where the time went:"))
+    assert re.search(r"venv [\d.]+ s \(beside the wheels\)", went), went
+    assert re.search(r"requirements [\d.]+ s \(beside the wheels\)", went), went
+    assert "installing the checkout's requirements again" not in first.stderr
+    assert first.stderr.index("the checkout's requirements (3)") < \
+        first.stderr.index("installed 2 wheels from"), first.stderr
     check_result(project, checkout, venv)
     check_requirements_reported(first.stderr)
 
@@ -275,6 +284,7 @@ def test_setup_installs_the_combos_torch_with_uv(tmp_path: Path) -> None:
     out = setup(project, checkout, venv, "--no-build")   # the wheelhouse has what is needed
     assert out.returncode == 0, out.stdout + out.stderr
     assert "wheels: building" not in out.stderr
+    assert "beside the wheels" not in out.stderr     # nothing to build: one step after another
     assert "venv created" in out.stderr and "(torch 2.14.1)" in out.stderr
     check_result(project, checkout, venv)
     check_requirements_reported(out.stderr)
