@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cuforge.rootrun import Entry
+from cuforge.env.rootrun import Entry
 
 
 def host_path(e: Entry, inside: str) -> Path:

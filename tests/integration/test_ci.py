@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from cuforge import ci
-from cuforge.combos import load_combos
-from cuforge.errors import ConfigError
-from cuforge.project import Project, find_project
+from cuforge.config import ci
+from cuforge.config.combos import load_combos
+from cuforge.core.errors import ConfigError
+from cuforge.core.project import Project, find_project
 
 PROJECT = find_project()
 
@@ -54,7 +54,7 @@ def test_matrix_has_one_entry_per_ci_combo():
 def test_every_ci_combo_builds_the_stacks_not_the_demo_alone():
     """What people install: every package of the milo and pointcept stacks (optional ones
     too), dependencies first, the system headers they need, and both stacks' model stages."""
-    from cuforge.stacks import load_stack
+    from cuforge.config.stacks import load_stack
     wanted = {p for name in ("milo", "pointcept") for stack in [load_stack(PROJECT, name)]
               for p in (*stack.packages, *stack.optional)}
     for e in ci.matrix(PROJECT):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import __version__, errors
+from cuforge import __version__
+from cuforge.core import errors
 from cuforge.cli import _parser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,8 +112,8 @@ def test_not_a_wheel_names_the_wheelhouse_dirs(tmp_path):
 
 
 def _house_with_a_wheel(tmp_path: Path) -> Path:
-    from cuforge.digest import sha256_of
-    from cuforge.wheelhouse import Entry, Wheelhouse
+    from cuforge.core.digest import sha256_of
+    from cuforge.publish.wheelhouse import Entry, Wheelhouse
     import zipfile
     house = tmp_path / "wh" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
     house.mkdir(parents=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cuforge.combos import select_combo
-from cuforge.project import find_project
+from cuforge.config.combos import select_combo
+from cuforge.core.project import find_project
 from cuforge.verify.report import CHECKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def _state_dirs() -> set[str]:
         names |= set(re.findall(r'state_dir / "([a-z-]+)"', text))
     # compiler_cache names the state dir `state`
     names |= set(re.findall(r'\bstate / "([a-z-]+)"',
-                            SOURCES[ROOT / "src" / "cuforge" / "compiler_cache.py"]))
+                            SOURCES[ROOT / "src" / "cuforge" / "pipeline" / "compiler_cache.py"]))
     return names
 
 
@@ -111,10 +111,10 @@ def test_the_heartbeat_promise_is_the_code():
     every = _re.search(r"`\.\.\. still running: <package>: [^`]+` every (\d+) s "
                        r"\(`CUFORGE_HEARTBEAT_S`\)", text)
     assert every, "the heartbeat promise moved"
-    console = SOURCES[ROOT / "src" / "cuforge" / "console.py"]
+    console = SOURCES[ROOT / "src" / "cuforge" / "core" / "console.py"]
     assert f'os.environ.get("CUFORGE_HEARTBEAT_S") or {every.group(1)})' in console
     assert 'f"... still running: {what}"' in console
-    venv_src = SOURCES[ROOT / "src" / "cuforge" / "venv.py"]
+    venv_src = SOURCES[ROOT / "src" / "cuforge" / "env" / "venv.py"]
     for said in ("creating the <combo> env", "created the <combo> env in"):
         assert said in text
         assert said.replace("<combo>", "{combo.id}") in venv_src, said
@@ -123,7 +123,7 @@ def test_the_heartbeat_promise_is_the_code():
 def test_exit_codes_named_in_the_docs_are_errors_py():
     """Every "`<label>` (exit N)" and "<Kind> (exit code N)" in the docs is errors.py's."""
     import re as _re
-    from cuforge import errors
+    from cuforge.core import errors
     kinds = [errors.CuforgeError, *errors.CuforgeError.__subclasses__()]
     by_label = {k.label: k.exit_code for k in kinds}
     by_name = {k.__name__: k.exit_code for k in kinds}

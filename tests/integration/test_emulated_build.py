@@ -20,8 +20,9 @@ import pytest
 from elftools.elf.elffile import ELFFile
 from packaging.utils import parse_wheel_filename
 
-from cuforge import emulation, platforms
-from cuforge.project import find_project
+from cuforge.env import emulation
+from cuforge.config import platforms
+from cuforge.core.project import find_project
 
 ROOT = Path(__file__).resolve().parents[2]
 COMBO = "spark-emulated"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import errors
+from cuforge.core import errors
 from cuforge.cli import _parser
-from cuforge.wheelhouse import Entry, Wheelhouse
+from cuforge.publish.wheelhouse import Entry, Wheelhouse
 
 ROOT = Path(__file__).resolve().parents[2]
 

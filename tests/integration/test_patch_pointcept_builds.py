@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from cuforge.errors import PatchError
+from cuforge.core.errors import PatchError
 from cuforge.patching import Status, apply, check, load_patch_set, revert
 
 REPO = Path(__file__).resolve().parents[2]

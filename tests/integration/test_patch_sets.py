@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fixture_sets import fixture_set
 
-from cuforge.errors import PatchError
+from cuforge.core.errors import PatchError
 from cuforge.patching import Status, apply, available_sets, check, load_patch_set, revert
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,10 +12,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge.arches import parse_arch_list  # noqa: E402
-from cuforge.recipes import parse_recipe  # noqa: E402
+from cuforge.config.arches import parse_arch_list  # noqa: E402
+from cuforge.config.recipes import parse_recipe  # noqa: E402
 from cuforge.verify import probe_context, verify_wheel  # noqa: E402
-from cuforge.suites import dependency_roots, recipe_for  # noqa: E402
+from cuforge.pipeline.upstream_stage import dependency_roots, recipe_for  # noqa: E402
 
 pytestmark = pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
 

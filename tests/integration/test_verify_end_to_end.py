@@ -14,11 +14,10 @@ from rich.console import Console
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge.arches import parse_arch_list  # noqa: E402
-from cuforge.errors import VerifyError  # noqa: E402
-from cuforge.verify import (  # noqa: E402
-    find_wheels, probe_context, render_table, reports_to_json, require_ok, verify_wheel,
-)
+from cuforge.config.arches import parse_arch_list  # noqa: E402
+from cuforge.core.errors import VerifyError  # noqa: E402
+from cuforge.verify import (find_wheels, probe_context, render_table, reports_to_json, require_ok,
+                            verify_wheel)
 
 pytestmark = [
     pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH),

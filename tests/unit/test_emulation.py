@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import emulation
-from cuforge.combos import load_combos
-from cuforge.project import find_project
+from cuforge.env import emulation
+from cuforge.config.combos import load_combos
+from cuforge.core.project import find_project
 
 
 def _aarch64() -> emulation.Emulator:

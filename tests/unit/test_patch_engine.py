@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.errors import ConfigError, PatchError
+from cuforge.core.errors import ConfigError, PatchError
 from cuforge.patching import Status, apply, check, load_patch_set, render, revert
 from cuforge.patching.commands import run_patch_command
 from cuforge.patching.store import STORE_DIRNAME

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from cuforge.errors import PatchError
+from cuforge.core.errors import PatchError
 from cuforge.patching.model import Status
 from cuforge.patching.pyfunc import ReplaceFunction, canonical_dump
 from patch_hashes import function_hash_in

@@ -1,12 +1,12 @@
-"""Entering the emulation root as the target (cuforge.rootrun), without entering it: the
+"""Entering the emulation root as the target (cuforge.env.rootrun), without entering it: the
 native toolchain as the table declares it, paths seen the way the chroot sees them (real
 symlinks in a real directory tree), and what the entry shows of the host and passes in."""
 
 
-from cuforge import emulation, rootrun
+from cuforge.env import emulation, rootrun
 from root_paths import host_path
-from cuforge.combos import load_combos
-from cuforge.project import find_project
+from cuforge.config.combos import load_combos
+from cuforge.core.project import find_project
 
 
 def _aarch64() -> emulation.Emulator:

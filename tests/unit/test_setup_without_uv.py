@@ -7,8 +7,9 @@ import subprocess
 import sys
 import zipfile
 
-from cuforge import tools, workstation
-from cuforge.errors import ToolchainError
+from cuforge.env import programs
+from cuforge.workstation import setup as workstation
+from cuforge.core.errors import ToolchainError
 
 
 def no_uv():
@@ -16,7 +17,7 @@ def no_uv():
 
 
 def test_install_command_falls_back_to_pip(monkeypatch, tmp_path):
-    monkeypatch.setattr(tools, "find_uv", no_uv)
+    monkeypatch.setattr(programs, "find_uv", no_uv)
     cmd = workstation._pip_install(tmp_path / "bin" / "python", sys.executable, "--no-deps",
                                    "--reinstall", "x.whl")
     assert cmd[:5] == (sys.executable, "-m", "pip", "--python", str(tmp_path / "bin" / "python"))
@@ -24,7 +25,7 @@ def test_install_command_falls_back_to_pip(monkeypatch, tmp_path):
 
 
 def test_pip_fallback_installs_into_a_stdlib_venv(monkeypatch, tmp_path):
-    monkeypatch.setattr(tools, "find_uv", no_uv)
+    monkeypatch.setattr(programs, "find_uv", no_uv)
     target = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
     wheel = tmp_path / "tinymod-1.0-py3-none-any.whl"

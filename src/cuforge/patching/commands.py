@@ -6,8 +6,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from cuforge.console import make_console
-from cuforge.errors import ConfigError, PatchError
+from cuforge.core.console import make_console
+from cuforge.core.errors import ConfigError, PatchError
 from cuforge.patching.engine import apply as run_apply
 from cuforge.patching.engine import check as run_check
 from cuforge.patching.engine import revert as run_revert

@@ -2,7 +2,7 @@
 
 All three read every target file first and decide everything before writing anything. If any
 patch has drifted (neither its original nor its patched text is in the file), nothing is written
-and a :class:`~cuforge.errors.PatchError` names each drifted file and what was expected.
+and a :class:`~cuforge.core.errors.PatchError` names each drifted file and what was expected.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cuforge.errors import ConfigError, PatchError
+from cuforge.core.errors import ConfigError, PatchError
 from cuforge.patching.model import Patch, PatchResult, PatchSet, Probe, Status
 from cuforge.patching.store import (STORE_DIRNAME, BackupStore, FileRecord, commit, read_bytes,
                                     sha256)

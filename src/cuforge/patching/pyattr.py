@@ -21,7 +21,7 @@ import io
 import tokenize
 from dataclasses import dataclass
 
-from cuforge.errors import PatchError
+from cuforge.core.errors import PatchError
 from cuforge.patching.model import Probe, Status
 
 

@@ -13,7 +13,7 @@ import ast
 import hashlib
 from dataclasses import dataclass
 
-from cuforge.errors import PatchError
+from cuforge.core.errors import PatchError
 from cuforge.patching.model import Probe, Status
 from cuforge.patching.textops import newline_of
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.table import Table
 from rich.text import Text
 
-from cuforge.console import table as make_table
+from cuforge.core.console import table as make_table
 
 from cuforge.patching.model import PatchResult, Status
 

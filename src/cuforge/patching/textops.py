@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cuforge.errors import PatchError
+from cuforge.core.errors import PatchError
 from cuforge.patching.model import Probe, Status
 
 

@@ -19,18 +19,19 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .. import faults
-from ..arches import ArchList
-from ..errors import ToolchainError, VerifyError
-from ..torchinfo import TorchInfo, probe
-from .abi import check_abi
-from .elf import shared_objects
-from .fatbin import FatbinContainer, check_fatbin, read_fatbin
-from .importer import check_import
-from .report import CHECKS, CheckResult, VerifyContext, WheelReport, merge, render_table, reports_to_json
-from .smoke import SmokeScript, check_smoke
-from .symbols import LibrarySet, check_cudart, check_symbols
-from .wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
+from cuforge.core import faults
+from cuforge.config.arches import ArchList
+from cuforge.core.errors import ToolchainError, VerifyError
+from cuforge.env.torchinfo import TorchInfo, probe
+from cuforge.verify.abi import check_abi
+from cuforge.verify.elf import shared_objects
+from cuforge.verify.fatbin import FatbinContainer, check_fatbin, read_fatbin
+from cuforge.verify.importer import check_import
+from cuforge.verify.report import (CHECKS, CheckResult, VerifyContext, WheelReport, merge,
+                                   render_table, reports_to_json)
+from cuforge.verify.smoke import SmokeScript, check_smoke
+from cuforge.verify.symbols import LibrarySet, check_cudart, check_symbols
+from cuforge.verify.wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
 
 __all__ = [
     "CHECKS", "CheckResult", "SmokeScript", "VerifyContext", "WheelReport", "context_from",
@@ -42,7 +43,7 @@ __all__ = [
 def context_from(info: TorchInfo, requested: ArchList | None = None,
                  env: tuple[tuple[str, str], ...] = (), *, no_device: str = "",
                  sysroot: Path | None = None) -> VerifyContext:
-    """The checks' view of an interpreter already probed by ``cuforge.torchinfo.probe``: the
+    """The checks' view of an interpreter already probed by ``cuforge.env.torchinfo.probe``: the
     build pipeline passes the combo env's info, so verification asks nothing twice."""
     lib_dirs = (info.torch_lib, *info.nvidia_lib) if info.torch_lib else info.nvidia_lib
     return VerifyContext(python=info.python, torch_version=info.torch, torch_cuda=info.cuda,

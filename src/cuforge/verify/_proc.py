@@ -1,5 +1,5 @@
 """Run a Python subprocess for a check and keep what a verdict needs: exit code, signal,
-timeout, output. Unlike ``cuforge.runner`` (which turns failures into errors) a crash here is
+timeout, output. Unlike ``cuforge.core.runner`` (which turns failures into errors) a crash here is
 data: the check reports it.
 
 >>> describe_exit(-11)
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runner import OUTSIDE_SIGNALS, Interrupted, exit_status, stop, supervised
+from cuforge.core.runner import OUTSIDE_SIGNALS, Interrupted, exit_status, stop, supervised
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
 def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], timeout: float,
                 env: Mapping[str, str] | None, plain_loader: bool) -> Outcome | None:
     """The run as a child of a check host, or None when there is none for it."""
-    from . import host
+    from cuforge.verify import host
     pool = host.pool_for(python)
     if pool is None or len(args) < 2 or args[0] != "-c":
         return None

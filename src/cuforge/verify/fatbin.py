@@ -41,9 +41,9 @@ from typing import Literal
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from ..arches import Arch, ArchList, Target
-from .elf import ElfLib, demangle
-from .report import CheckResult, Status, worst
+from cuforge.config.arches import Arch, ArchList, Target
+from cuforge.verify.elf import ElfLib, demangle
+from cuforge.verify.report import CheckResult, Status, worst
 
 FATBIN_MAGIC = 0xBA55ED50
 SECTION = ".nv_fatbin"

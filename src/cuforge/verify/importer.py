@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ._proc import Outcome, describe_exit, last_error_line, run_python
-from .report import CheckResult
+from cuforge.verify._proc import Outcome, describe_exit, last_error_line, run_python
+from cuforge.verify.report import CheckResult
 
 MARK = "cuforge-import:"  # printed before each import: tells which one crashed or hung
 
