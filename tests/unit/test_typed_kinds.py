@@ -13,6 +13,7 @@ from cuforge.config.arches import ArchPolicy
 from cuforge.config.combos import ToolkitSource
 from cuforge.core.errors import ConfigError
 from cuforge.config.recipes import BuildKind
+from cuforge.pipeline.builders import kind_module
 
 PACKAGE = Path(cuforge.__file__).parent
 TYPED = {"kind", "toolkit", "policy", "arch_policy"}
@@ -68,7 +69,7 @@ def test_each_enum_refuses_a_word_it_does_not_know(enum):
 
 def test_each_build_kind_module_has_the_whole_interface():
     for kind in BuildKind:
-        module = kind.builder
-        assert isinstance(module.COMPILES, bool) and isinstance(module.SEEDS_DETECTION, bool)
+        module = kind_module(kind)
+        assert isinstance(kind.compiles, bool) and isinstance(module.SEEDS_DETECTION, bool)
         assert callable(module.steps) and callable(module.torch_defines)
     assert not BuildKind.PREBUILT.compiles and BuildKind.CMAKE.compiles

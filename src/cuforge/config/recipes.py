@@ -8,36 +8,27 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cuforge.config.arches import ArchList, ArchPolicy, Target, map_to_supported, parse_target
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
 from cuforge.core.tomlfile import read_toml
 
-if TYPE_CHECKING:
-    from cuforge.pipeline.builders import KindModule
-
-
 
 class BuildKind(StrEnum):
-    """How a recipe becomes a wheel; each kind is one module of ``cuforge.pipeline.builders`` with the
-    same interface (``builders.KindModule``)."""
+    """How a recipe becomes a wheel. Whether a kind compiles is said here, where every layer
+    reads it; how it builds is its module in ``cuforge.pipeline.builders``, one per kind with
+    the same interface (``builders.KindModule``, found by ``builders.kind_module``)."""
 
     SETUPTOOLS = "setuptools"   # setup.py / pyproject through the PEP 517 hooks
     CMAKE = "cmake"             # a CMake project through scikit-build-core
     PREBUILT = "prebuilt"       # a published wheel, pinned by sha256
 
     @property
-    def builder(self) -> KindModule:
-        """The module that builds this kind (imported when first asked)."""
-        from cuforge.pipeline.builders import kind_module
-        return kind_module(self)
-
-    @property
     def compiles(self) -> bool:
-        """Whether building this kind runs compilers (a prebuilt is a download)."""
-        return self.builder.COMPILES
+        """Whether building this kind runs compilers (takes compile slots and jobs); a
+        prebuilt is a download."""
+        return self is not BuildKind.PREBUILT
 
     @classmethod
     def parse(cls, value: str, where: str) -> BuildKind:

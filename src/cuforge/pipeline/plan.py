@@ -21,7 +21,7 @@ from pathlib import Path
 from cuforge.env import builddeps
 from cuforge.pipeline import compiler_cache, slots, sources
 from cuforge.config.arches import ArchList, ArchPolicy, check_supported
-from cuforge.pipeline.builders import BuildJob, cmake_seed, steps_for
+from cuforge.pipeline.builders import BuildJob, KindModule, cmake_seed, kind_module
 from cuforge.pipeline.compiler_cache import ActiveCache
 from cuforge.config.combos import Combo
 from cuforge.core.console import make_console
@@ -250,7 +250,8 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
     # an extra git source with a subdir (MILo's submodules/tetra_triangulation) is that subdir
     defines = tuple((var, str(source_root(extra, work / "extra" / var)))
                     for var, extra in recipe.extra_sources)
-    defines += recipe.kind.builder.torch_defines(env.info)
+    builder = kind_module(recipe.kind)   # the kind's module, asked once per package
+    defines += builder.torch_defines(env.info)
     env_vars = {**dict(job_env(env, recipe, archs, jobs, threads)), **dict(defines)}
     if recipe.depends:   # the dependencies' overlays, this package's build only (builddeps)
         env_vars["PYTHONPATH"] = builddeps.overlay_pythonpath(
@@ -300,11 +301,11 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
         job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
                        req.verbose, project.root / "native" / "cmake", defines, cache,
                        slot_script)
-        built = steps_for(job)
-        actions += _with_cmake_seed(job, _run_all(built))
-        uncached = dict(zip(built, steps_for(replace(job, cache=None)))) if cache else {}
+        built = builder.steps(job)
+        actions += _with_cmake_seed(builder, job, _run_all(built))
+        uncached = dict(zip(built, builder.steps(replace(job, cache=None)))) if cache else {}
         # the key sees the build as it runs without launchers: they change speed only
-        bare = dict(zip(built, steps_for(replace(job, cache=None, slots=None))))
+        bare = dict(zip(built, builder.steps(replace(job, cache=None, slots=None))))
     actions.append(Action(ActionKind.VERIFY, "verify (abi, symbols, cudart, fatbin, import, smoke) "
                           "after installing the wheel's runtime requirements"))
 
@@ -362,10 +363,10 @@ def _run_all(steps) -> list[Action]:
     return [Action(ActionKind.RUN, s.description, s) for s in steps]
 
 
-def _with_cmake_seed(job: BuildJob, runs: list[Action]) -> list[Action]:
+def _with_cmake_seed(builder: KindModule, job: BuildJob, runs: list[Action]) -> list[Action]:
     """A CMake build with a compiler cache: CMake's compiler detection is seeded into a fresh
     build dir before, and kept after (builders/cmake_seed.py)."""
-    if not job.recipe.kind.builder.SEEDS_DETECTION or job.cache is None or not runs:
+    if not builder.SEEDS_DETECTION or job.cache is None or not runs:
         return runs
     step = runs[0].step
     # beside the package's sccache store, not in it: sccache evicts what it finds there
@@ -383,7 +384,8 @@ def download_steps(env, recipe: Recipe, archs: ArchList, out: Path,
     """``pip download`` of the recipe's published wheel into ``out``."""
     pre = replace(recipe, kind=BuildKind.PREBUILT,
                   prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env, archs))
-    return steps_for(BuildJob(pre, env.python, out, out, out, archs, env_vars, verbose))
+    return kind_module(BuildKind.PREBUILT).steps(
+        BuildJob(pre, env.python, out, out, out, archs, env_vars, verbose))
 
 
 def _fmt(text: str, env, archs: ArchList) -> str:

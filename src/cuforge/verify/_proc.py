@@ -96,8 +96,8 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
 def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], timeout: float,
                 env: Mapping[str, str] | None, plain_loader: bool) -> Outcome | None:
     """The run as a child of a check host, or None when there is none for it."""
-    from cuforge.verify import host
-    pool = host.pool_for(python)
+    from cuforge.verify.host import HostGone, pool_for
+    pool = pool_for(python)
     if pool is None or len(args) < 2 or args[0] != "-c":
         return None
     # the host's key: what its loader and torch see at start; PYTHONSAFEPATH only matters to
@@ -110,7 +110,7 @@ def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], tim
     try:
         code, out, err = check_host.run(args[1], args[2:], paths=paths, timeout=timeout,
                                         env=python_env(paths, env, plain_loader=plain_loader))
-    except host.HostGone:
+    except HostGone:
         return None
     return Outcome(_not_stopped(code, python, args), out, err, timed_out=code is None)
 

@@ -1,7 +1,8 @@
 """Build kinds: one module each (like cibuildwheel's platform modules), same interface,
-``KindModule``: the steps that leave exactly one wheel in ``job.out_dir``, whether the kind
-runs compilers, the CMake variables it takes from torch, and whether its configure step's
-compiler detection can be seeded. ``kind_module`` maps a recipe's ``BuildKind`` to its module."""
+``KindModule``: the steps that leave exactly one wheel in ``job.out_dir``, the CMake variables
+it takes from torch, and whether its configure step's compiler detection can be seeded.
+``kind_module`` maps a recipe's ``BuildKind`` to its module; whether a kind compiles is the
+enum's own fact (``BuildKind.compiles``), so the recipes never import this package."""
 
 from __future__ import annotations
 
@@ -50,7 +51,6 @@ class BuildJob:
 class KindModule(Protocol):
     """What every module of this package that builds a kind provides."""
 
-    COMPILES: bool          # runs compilers (takes compile slots and jobs); False: a download
     SEEDS_DETECTION: bool   # its configure's compiler detection is kept and seeded (cmake_seed)
 
     def steps(self, job: BuildJob) -> list[Step]: ...
@@ -65,7 +65,3 @@ def kind_module(kind: BuildKind) -> KindModule:
     imports this package, and an eager import of the kinds (which import pep517) would load
     that module twice (runpy's RuntimeWarning in every build log)."""
     return cast(KindModule, importlib.import_module(f"{__name__}.{BuildKind(kind).value}"))
-
-
-def steps_for(job: BuildJob) -> list[Step]:
-    return kind_module(job.recipe.kind).steps(job)

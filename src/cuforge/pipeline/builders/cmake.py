@@ -10,7 +10,6 @@ from cuforge.core.runner import Step
 from cuforge.pipeline.builders import pep517
 
 LANGUAGES = ("C", "CXX", "CUDA")
-COMPILES = True
 SEEDS_DETECTION = True   # CMake's compiler detection, kept beside the compiler cache
 
 

@@ -7,7 +7,6 @@ import sys
 
 from cuforge.core.runner import Step
 
-COMPILES = False
 SEEDS_DETECTION = False
 
 

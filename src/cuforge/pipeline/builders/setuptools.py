@@ -16,7 +16,6 @@ from cuforge.core.runner import Step
 from cuforge.pipeline.builders import pep517
 
 SHIM = Path(__file__).resolve().parent / "shim"
-COMPILES = True
 SEEDS_DETECTION = False   # a setup.py's own CMake (if any) is its business
 
 
