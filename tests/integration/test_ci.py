@@ -115,9 +115,9 @@ def test_committed_workflow_is_current_and_lints_clean():
     milo = next(r for r in stages if "setup milo" in r)
     assert "checkout --quiet 0c38aa65f8b768513964f13246ef1ae54f001c70" in milo
     assert runs.index(milo) > next(i for i, r in enumerate(runs) if r.startswith("cuforge verify"))
-    from cuforge.cli import _parser
+    from cuforge.cli.parser import make_parser
     setup_line = milo.splitlines()[-1].replace("${{ matrix.combo }}", "3.11-cu130").split()
-    args = _parser().parse_args(setup_line[1:])       # a command the CLI really takes
+    args = make_parser().parse_args(setup_line[1:])       # a command the CLI really takes
     assert args.no_build and args.stack == "milo"
     assert any("--only ${{ matrix.only }}" in s.get("run", "") for s in build["steps"])
     uploads = [s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]

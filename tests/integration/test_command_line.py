@@ -14,7 +14,7 @@ import pytest
 
 from cuforge import __version__
 from cuforge.core import errors
-from cuforge.cli import _parser
+from cuforge.cli.parser import make_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -64,7 +64,7 @@ def test_help_is_plain_text_with_whole_sentences_and_the_exit_codes():
 
 
 def test_every_option_has_help_and_no_empty_choice():
-    parser = _parser()
+    parser = make_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     for name, command in sub.choices.items():
         for action in command._actions:
