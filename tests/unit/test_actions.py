@@ -4,7 +4,7 @@ as the enum."""
 
 import pytest
 
-from cuforge.pipeline.executor import HANDLERS, STAGES
+from cuforge.pipeline.actions import HANDLERS, STAGES
 from cuforge.pipeline.plan import Action, ActionKind
 from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
 
