@@ -36,7 +36,7 @@ def test_recipes_edited_while_it_compiles_do_not_change_the_build(tmp_path):
     import threading
     import time
 
-    from cuforge.pipeline.plan import recipe_digest
+    from cuforge.pipeline.keys import recipe_digest
     from cuforge.core.project import Project
     from cuforge.config.recipes import parse_recipe
 

@@ -8,10 +8,7 @@ Nothing here creates, fetches or builds anything.
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
-import sys
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import cache
@@ -19,14 +16,14 @@ from pathlib import Path
 
 
 from cuforge.env import builddeps
-from cuforge.pipeline import compiler_cache, slots, sources
+from cuforge.pipeline import compiler_cache, slots
 from cuforge.config.arches import ArchList, ArchPolicy, check_supported
 from cuforge.pipeline.builders import BuildJob, KindModule, cmake_seed, kind_module
 from cuforge.pipeline.compiler_cache import ActiveCache
 from cuforge.config.combos import Combo
 from cuforge.core.console import make_console
 from cuforge.core.errors import ConfigError
-from cuforge.pipeline.fingerprint import files_digest, key_of, tree_digest
+from cuforge.pipeline.keys import package_keys
 from cuforge.core.project import Project
 from cuforge.config.recipes import BuildKind, Recipe, Source
 from cuforge.config.request import BuildRequest
@@ -35,14 +32,9 @@ from cuforge.env.toolchain import build_environment, jobs_within_memory, mem_ava
 
 console = make_console(stderr=True)
 
-# Variables that change how fast a build runs, never what it outputs: left out of the key so
-# that another --jobs or a compiler cache (a launcher) does not make a wheel out of date.
-NOT_IN_KEY = ("MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "*_COMPILER_LAUNCHER", "CCACHE_*",
-              "SCCACHE_*", "CUFORGE_CACHE*")
-
 
 class ActionKind(StrEnum):
-    """What an action does; the executor has one handler per kind (``pipeline.HANDLERS``)."""
+    """What an action does; the executor has one handler per kind (``actions.HANDLERS``)."""
 
     CHECK = "check"            # the system headers the recipe names are there
     GUARD = "guard"            # the build interpreter does not import an installed copy
@@ -309,31 +301,14 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
     actions.append(Action(ActionKind.VERIFY, "verify (abi, symbols, cudart, fatbin, import, smoke) "
                           "after installing the wheel's runtime requirements"))
 
-    source_inputs = {"source": _source_identity(recipe.source, project, content=False),
-                     "patches": patches_digest(project, patch_sets)}
-    for var, extra in recipe.extra_sources:
-        source_inputs[f"extra:{var}"] = _source_identity(extra, project, content=True)
-    inputs = {**source_inputs,
-              "source": _source_identity(recipe.source, project, content=True),
-              "recipe": recipe_digest(project, recipe),
-              "arches": archs.torch(), "policy": policy, "skip": skip,
-              "torch": combo.torch, "python": combo.python, "cuda": str(env.toolkit.version),
-              "commands": key_of({f"{i}": _step_identity(bare.get(a.step, a.step))
-                                  for i, a in enumerate((*prebuilt, *actions)) if a.step}),
-              "build_requires": " ".join(recipe.build_requires)}
-    inputs.update({f"dep:{d}": planned[d].key for d in recipe.depends if d in planned})
+    keys = package_keys(project, recipe, env, patch_sets=patch_sets, archs=archs.torch(),
+                        policy=policy, skip=skip,
+                        commands={f"{i}": bare.get(a.step, a.step)
+                                  for i, a in enumerate((*prebuilt, *actions)) if a.step},
+                        depends={d: planned[d].key for d in recipe.depends if d in planned})
     return PackagePlan(recipe, archs, policy, skip, work, src, jobs, env_vars, prebuilt,
-                       tuple(actions), tuple(sorted(inputs.items())), key_of(inputs),
-                       _resume_key(source_inputs, env), cache, cache_off,
+                       tuple(actions), keys.inputs, keys.key, keys.source_key, cache, cache_off,
                        tuple((a, b) for a, b in uncached.items() if a != b), jobs_note)
-
-
-def _resume_key(source_inputs: dict, env) -> str:
-    """What decides whether a work dir's tree and build state are kept (resume): the sources,
-    and the env that built them. A tree another env built (another clone sharing build_dir, a
-    recreated env) starts fresh: its CMake cache and ninja state name that env's compilers,
-    include dirs and rpaths."""
-    return key_of({**source_inputs, "built_by": str(env.python)})
 
 
 def _deps(recipe: Recipe, work: Path) -> list[Action]:
@@ -404,64 +379,6 @@ def placeholders(env, archs: ArchList) -> dict[str, str]:
 def source_root(source: Source, dest: Path) -> Path:
     """Where the buildable tree lies once ``source`` is fetched into ``dest``."""
     return dest / source.subdir if source.git and source.subdir else dest
-
-
-def _source_identity(source: Source, project: Project, *, content: bool) -> str:
-    """A pinned source is its URL + commit or checksum; a local path is its content (when
-    ``content``) - a path alone says nothing about what is in it."""
-    if source.path and content:
-        root = sources.resolve_path(source.path, project.root)
-        return f"path:{tree_digest(root)}" if root.is_dir() else f"missing:{root}"
-    return source.describe()
-
-
-# Which install of cuforge runs a build is not an input of its wheel: its interpreter runs the
-# PEP 517 frontend and the pin check, and its package dir holds the build shim. A second install
-# (the README's invoke route beside nox's venv) must see the same key, or it rebuilds everything.
-OWN_PYTHON, OWN_PACKAGE = "<cuforge's python>", "<cuforge's package>"
-_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])   # cuforge/, not cuforge/pipeline/
-
-
-def _step_identity(step: Step) -> str:
-    argv = tuple(OWN_PYTHON if a == sys.executable else _own_paths(a) for a in step.argv)
-    env = "\n".join(f"{k}={_own_paths(_key_value(k, v))}" for k, v in step.env
-                    if not any(fnmatch.fnmatch(k, pat) for pat in NOT_IN_KEY))
-    return f"{step.cwd}\n{argv!r}\n{env}"
-
-
-def _own_paths(text: str) -> str:
-    """``text`` with cuforge's package dir named, not spelled (see OWN_PYTHON)."""
-    return re.sub(re.escape(_PACKAGE_DIR) + r"(?=/|$|:|;)", OWN_PACKAGE, text)
-
-
-def _key_value(name: str, value: str) -> str:
-    """The user's own $PATH (and friends) and nvcc's thread count are not part of the key."""
-    own = os.environ.get(name)
-    if own and value.endswith(own):
-        value = value[: -len(own)] + f"${name}"
-    if name == "NVCC_APPEND_FLAGS":
-        parts = value.split()
-        value = " ".join(p for i, p in enumerate(parts)
-                         if p != "-t" and not (i and parts[i - 1] == "-t"))
-    return value
-
-
-def recipe_digest(project: Project, recipe: Recipe) -> str:
-    """sha256 over the recipe file and every file of its patch sets."""
-    return files_digest(([recipe.file] if recipe.file else [])
-                        + _patch_files(project, (*recipe.patches, *recipe.arches.native_patches)),
-                        project.root)
-
-
-def patches_digest(project: Project, names: tuple[str, ...]) -> str:
-    return files_digest(_patch_files(project, names), project.root)
-
-
-def _patch_files(project: Project, names) -> list[Path]:
-    files: list[Path] = []
-    for name in names:
-        files += sorted(p for p in (project.patches_dir / name).rglob("*") if p.is_file())
-    return files
 
 
 @cache
