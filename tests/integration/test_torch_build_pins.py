@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge.publish import importguard, wheelmeta  # noqa: E402
+from cuforge.publish import importguard, rewrite, wheelmeta  # noqa: E402
 from cuforge.publish.wheelhouse import write_indexes  # noqa: E402
 from cuforge.env.venv import find_uv  # noqa: E402
 from test_wheel_pins import EXT_INIT, TORCH_INIT, _gxx  # noqa: E402  (the same fake torch and extension)
@@ -69,7 +69,7 @@ def offers(tmp_path_factory) -> dict:
                               "cuforge_tiny_ext/_ext.so": ext_so}, tag=TAG, requires=("torch",))
     house = tmp / "wheelhouse" / TREE
     built_against = wheelmeta.TorchBuild("2.14.1", (RUNTIME,))
-    wheelmeta.for_wheelhouse(upstream, house, house, accel="cu130", torch=built_against)
+    rewrite.for_wheelhouse(upstream, house, house, accel="cu130", torch=built_against)
     # the control: the same wheel as main published it (``!=+cpu`` only: any CUDA build let in)
     control = tmp / "control" / TREE
     vb.make_wheel(control, "cuforge-tiny-ext", version="0.1+cu130torch2.14.1", files=

@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge.publish import wheelmeta  # noqa: E402
+from cuforge.publish import rewrite, wheelmeta  # noqa: E402
 from cuforge.publish.wheelhouse import write_indexes  # noqa: E402
 from cuforge.env.programs import find_uv  # noqa: E402
 
@@ -94,7 +94,7 @@ def built(tmp_path_factory) -> dict[str, Path]:
     upstream = wheel(tmp / "upstream", "cuforge-tiny-ext", "0.1",
                      {"cuforge_tiny_ext/__init__.py": EXT_INIT, "cuforge_tiny_ext/_ext.so": ext_so},
                      requires=("torch", "cuforge-tiny-dep>=0.5"), tag=TAG)
-    pinned, result = wheelmeta.for_wheelhouse(upstream, house, house, accel="cu130",
+    pinned, result = rewrite.for_wheelhouse(upstream, house, house, accel="cu130",
                                               torch="2.14.1", depends=())
     return {"tmp": tmp, "wrong": wrong, "right": right / "simple", "house": house, "dep": dep,
             "upstream": upstream, "pinned": pinned, "result": result}

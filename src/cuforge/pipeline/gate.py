@@ -109,19 +109,19 @@ class Gate:
 
     def _pinned(self, pkg: PackagePlan, wheel: Path, checks: dict[str, str]
                 ) -> tuple[Path, dict[str, str]]:
-        """The wheel with its torch, CUDA and wheelhouse pins written in (cuforge.publish.wheelmeta),
-        and its checks with the ``pins`` verdict added."""
-        from cuforge.publish import wheelmeta
-        out, result = wheelmeta.for_wheelhouse(
+        """The wheel with its torch, CUDA and wheelhouse pins written in
+        (cuforge.publish.rewrite), and its checks with the ``pins`` verdict added."""
+        from cuforge.publish import rewrite
+        out, result = rewrite.for_wheelhouse(
             wheel, self.plan.wheel_dir, pkg.work / "pinned", accel=self.plan.combo.accel.tag,
             torch=self._torch_build(), depends=pkg.recipe.depends)
         return out, {**checks, "pins": f"pass: {result.detail}"} if result else checks
 
     def _torch_build(self):
-        from cuforge.publish import wheelmeta
+        from cuforge.publish import rewrite
         if self._torch_dist is None:
-            self._torch_dist = wheelmeta.torch_build(self.env.python, self.env.info.torch,
-                                                     self.run_env)
+            self._torch_dist = rewrite.torch_build(self.env.python, self.env.info.torch,
+                                                   self.run_env)
         return self._torch_dist
 
     @contextmanager

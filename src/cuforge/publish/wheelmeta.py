@@ -4,7 +4,7 @@ A wheel built here only works with the torch it was compiled against (``undefine
 _ZN3c10...`` otherwise), yet upstream metadata says ``Requires-Dist: torch`` or nothing at all
 (MILo's rasterizers). Installed from our index next to another torch (a ``+cpu`` build, another
 version), a resolver would take any torch and the import would fail. So, before a wheel enters
-the wheelhouse, its METADATA is rewritten:
+the wheelhouse, its METADATA is rewritten (``cuforge.publish.rewrite``):
 
 - ``Requires-Dist: torch==<the env's torch distribution version>`` for a wheel that links torch,
   naming its CUDA build: PEP 440 lets ``==2.14.1`` match ``2.14.1+cpu``, ``+cu126`` and
@@ -22,8 +22,9 @@ the wheelhouse, its METADATA is rewritten:
   import when torch was swapped after the install by a command that did not resolve these pins.
 
 The wheel's file name and ``.dist-info`` directory take the new version, and RECORD is written
-anew, so pip and uv accept it. :func:`check` reads all of this back against the directory the
-wheel sits in (``<cuXYZ>/torch<V>-cp<XY>``): ``cuforge verify`` and the build both run it.
+anew, so pip and uv accept it. This module says what the pins are and reads them back:
+:func:`check` holds a wheel against the directory it sits in (``<cuXYZ>/torch<V>-cp<XY>``):
+``cuforge verify`` and the build both run it.
 
 >>> local_label("cu130", "2.14.1", links_torch=True)
 'cu130torch2.14.1'
@@ -35,7 +36,6 @@ wheel sits in (``<cuXYZ>/torch<V>-cp<XY>``): ``cuforge verify`` and the build bo
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -56,11 +56,11 @@ from cuforge.verify.runtimedeps import base_name
 _TORCH_LIBS = re.compile(r"^lib(c10|torch)(_\w+)?\.so")
 _TORCH_SYMBOLS = ("_ZN3c10", "_ZN2at", "_ZN5torch")
 _COMBO_DIR = re.compile(r"^torch(?P<torch>[^-]+)-cp(?P<py>\d+)$")
-_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 
 
 @dataclass(frozen=True)
-class Target:
+class BuiltAgainst:
     """What the wheels of one wheelhouse directory are built against."""
 
     accel: str      # cu130
@@ -68,13 +68,13 @@ class Target:
     python: str     # cp311
 
 
-def target_of(directory: Path) -> Target | None:
-    """``.../cu130/torch2.14.1-cp311`` -> Target("cu130", "2.14.1", "cp311"); None elsewhere."""
+def target_of(directory: Path) -> BuiltAgainst | None:
+    """``.../cu130/torch2.14.1-cp311`` -> BuiltAgainst("cu130", "2.14.1", "cp311"); None elsewhere."""
     m = _COMBO_DIR.match(directory.name)
     accel = directory.parent.name
     if not m or not re.fullmatch(r"cu\d+|cpu", accel):
         return None
-    return Target(accel, m["torch"], f"cp{m['py']}")
+    return BuiltAgainst(accel, m["torch"], f"cp{m['py']}")
 
 
 def local_label(accel: str, torch: str, *, links_torch: bool) -> str:
@@ -172,12 +172,8 @@ def loosely_pinned(requires: Iterable[str]) -> bool:
     return False
 
 
-def _as_build(torch: str | TorchBuild) -> TorchBuild:
-    return torch if isinstance(torch, TorchBuild) else TorchBuild(torch)
-
-
 # -- reading a wheel ------------------------------------------------------------------------------
-def _dist_info(names: Iterable[str]) -> str:
+def dist_info(names: Iterable[str]) -> str:
     """The wheel's top-level ``NAME-VERSION.dist-info`` directory."""
     found = {n.split("/", 1)[0] for n in names
              if n.count("/") == 1 and n.endswith(".dist-info/METADATA")}
@@ -210,7 +206,7 @@ def has_compiled_code(wheel: Path) -> bool:
 def metadata(wheel: Path) -> tuple[str, list[str]]:
     """(Version, Requires-Dist lines) of ``wheel``'s METADATA."""
     with zipfile.ZipFile(wheel) as zf:
-        text = zf.read(f"{_dist_info(zf.namelist())}/METADATA").decode()
+        text = zf.read(f"{dist_info(zf.namelist())}/METADATA").decode()
     headers = text.split("\n\n", 1)[0].splitlines()
     version = next(h.split(":", 1)[1].strip() for h in headers if h.startswith("Version:"))
     return version, [h.split(":", 1)[1].strip() for h in headers
@@ -234,7 +230,7 @@ def versions_in(directory: Path, *, leave_out: str = "") -> dict[str, str]:
     return out
 
 
-def _house_name(requirement_name: str, house: Mapping[str, str]) -> str | None:
+def house_name(requirement_name: str, house: Mapping[str, str]) -> str | None:
     """The wheelhouse project a requirement (or recipe dependency) names: ``cumm`` and
     ``cumm-cu126<0.8`` both find ``cumm-cu130``."""
     name = canonicalize_name(requirement_name)
@@ -243,165 +239,12 @@ def _house_name(requirement_name: str, house: Mapping[str, str]) -> str | None:
     return next((h for h in house if base_name(h) == base_name(name)), None)
 
 
-# -- rewriting -------------------------------------------------------------------------------------
-def pinned_requirements(requires: list[str], *, torch: str | TorchBuild | None,
-                        house: Mapping[str, str], depends: Iterable[str] = (),
-                        own: str | None = None) -> list[str]:
-    """The Requires-Dist list with torch (when given: its exact build, ``own`` its label, and
-    its CUDA runtime line) and wheelhouse packages pinned exactly.
-
-    >>> pinned_requirements(["torch>=2", "scipy", "cumm-cu126<0.8.0"],
-    ...                     torch=TorchBuild("2.11.0+cu130", ("nvidia-cuda-runtime==13.0.96",)),
-    ...                     house={"cumm-cu130": "0.8.2+cu130"}, depends=["pccm"])
-    ['scipy', 'cumm-cu130==0.8.2+cu130', 'torch==2.11.0+cu130', 'nvidia-cuda-runtime==13.0.96']
-    """
-    out, pinned = [], set()
-    for line in requires:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            out.append(line)
-            continue
-        if req.marker and "extra" in str(req.marker):
-            out.append(line)                      # optional extras stay as they were
-            continue
-        if canonicalize_name(req.name) == "torch" and torch is not None:
-            continue                              # replaced by the exact pin below
-        found = _house_name(req.name, house)
-        if found is None:
-            out.append(line)
-            continue
-        if found not in pinned:
-            marker = f"; {req.marker}" if req.marker else ""
-            out.append(f"{found}=={house[found]}{marker}")
-            pinned.add(found)
-    for dep in depends:
-        found = _house_name(dep, house)
-        if found is not None and found not in pinned:
-            out.append(f"{found}=={house[found]}")
-            pinned.add(found)
-    if torch is not None:
-        build = _as_build(torch)
-        out.append(torch_requirement(build.version, own=own))
-        out += [line for line in build.runtime if line not in out]
-    return out
-
-
-def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
-    head, sep, body = text.partition("\n\n")
-    lines, kept = head.splitlines(), []
-    skipping = False
-    for line in lines:
-        if line[:1] in (" ", "\t") and kept:       # a continuation of the previous header
-            if not skipping:
-                kept.append(line)
-            continue
-        skipping = line.startswith("Requires-Dist:")
-        if skipping:
-            continue
-        kept.append(f"Version: {version}" if line.startswith("Version:") else line)
-    kept += [f"Requires-Dist: {r}" for r in requires]
-    return "\n".join(kept) + "\n" + (sep[1:] + body if sep else "")
-
-
-def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
-        house: Mapping[str, str], depends: Iterable[str] = ()) -> Path:
-    """Write ``wheel`` into ``dest`` with its pins (module docstring); returns the new file.
-    A pure-Python wheel keeps its version; its wheelhouse requirements are still pinned."""
-    build = _as_build(torch)
-    torch_linked = links_torch(wheel)
-    version, requires = metadata(wheel)
-    if has_compiled_code(wheel):
-        label = local_label(accel, build.version, links_torch=torch_linked)
-        version = f"{version.partition('+')[0]}+{label}"
-    requires = pinned_requirements(requires, torch=build if torch_linked else None, house=house,
-                                   depends=depends, own=build.label(accel))
-    name, _old_version, *rest = wheel.name.removesuffix(".whl").split("-")
-    out = dest / ("-".join([name, str(Version(version)), *rest]) + ".whl")
-    dest.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w") as dst:
-        guard = _guard(wheel, src.namelist(), str(Version(version)), build, accel, requires) \
-            if torch_linked else {}
-        old_info = _dist_info(src.namelist())
-        project = old_info.removesuffix(".dist-info").rpartition("-")[0]
-        new_prefix = f"{project}-{Version(version)}"
-        renames = {old_info: f"{new_prefix}.dist-info",
-                   old_info.removesuffix(".dist-info") + ".data": f"{new_prefix}.data"}
-        record_name = f"{new_prefix}.dist-info/RECORD"
-        record = []
-        for arcname, data in guard.items():   # first: verify's import check imports it first
-            dst.writestr(zipfile.ZipInfo(arcname, (2020, 1, 1, 0, 0, 0)), data,
-                         compress_type=zipfile.ZIP_DEFLATED)
-            record.append(f"{arcname},sha256={record_digest(data)},{len(data)}")
-        for info in src.infolist():
-            top, slash, rest_path = info.filename.partition("/")
-            arcname = renames.get(top, top) + slash + rest_path
-            if arcname == record_name or rest_path in _SIGNATURES and top == old_info \
-                    or arcname in guard:
-                continue                          # RECORD is written anew; signatures die
-            data = src.read(info)
-            if arcname == f"{new_prefix}.dist-info/METADATA":
-                data = _rewrite_metadata(data.decode(), str(Version(version)), requires).encode()
-            copy = zipfile.ZipInfo(arcname, info.date_time)
-            copy.external_attr, copy.compress_type = info.external_attr, info.compress_type
-            dst.writestr(copy, data)
-            if not arcname.endswith("/"):
-                record.append(f"{arcname},sha256={record_digest(data)},{len(data)}")
-        record.append(f"{record_name},,")
-        dst.writestr(zipfile.ZipInfo(record_name, (2020, 1, 1, 0, 0, 0)),
-                     "\n".join(record) + "\n", compress_type=zipfile.ZIP_DEFLATED)
-    return out
-
-
-def _guard(wheel: Path, names: list[str], version: str, build: TorchBuild, accel: str,
-           requires: list[str]) -> dict[str, bytes]:
-    """The import guard's files (cuforge.publish.importguard) for a wheel that links torch: it
-    accepts the builds its torch pin admits, nothing else."""
-    from cuforge.publish import importguard
-    dist = canonicalize_name(parse_wheel_filename(wheel.name)[0])
-    public = Version(build.version).public
-    torch_lines = [r for r in requires if canonicalize_name(Requirement(r).name) == "torch"]
-    return importguard.files(dist, f"{dist} {version}", importguard.top_level_names(names),
-                             public, admitted_builds(torch_lines, public), build.label(accel))
-
-
-def torch_build(python: Path, fallback: str,
-                env: tuple[tuple[str, str], ...] = ()) -> TorchBuild:
-    """The torch of an env as an index lists it: its *distribution* version (``2.14.1``, what a
-    pin must name; ``torch.__version__`` says ``2.14.1+cu130`` for the same PyPI wheel) and
-    its CUDA runtime requirement. ``fallback`` (its public part) serves when the metadata
-    cannot be read (a source build of torch without dist-info)."""
-    from cuforge.core.errors import VerifyError
-    from cuforge.core.runner import capture
-    code = ("import importlib.metadata as m, json; d = m.distribution('torch'); "
-            "print(json.dumps([d.version, d.requires or []]))")
-    try:
-        version, requires = json.loads(capture([str(python), "-c", code], error=VerifyError,
-                                               env=dict(env)))
-    except (VerifyError, ValueError):
-        return TorchBuild(fallback)
-    return TorchBuild(version or fallback, cuda_runtime_lines(requires))
-
-
-def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str,
-                   torch: str | TorchBuild, depends: Iterable[str] = ()):
-    """The pinned copy of ``wheel`` for ``directory`` (in ``dest``) and its ``pins`` check,
-    made before it is published; VerifyError if the check fails (nothing is published)."""
-    from cuforge.core.errors import VerifyError
-    house = versions_in(directory) if directory.is_dir() else {}
-    out = pin(wheel, dest, accel=accel, torch=torch, house=house, depends=depends)
-    result = check(out, directory, house=house)
-    if result is not None and result.status == "fail":
-        raise VerifyError(result.detail, hint="a cuforge bug: report it with the wheel")
-    return out, result
-
-
 # -- checking --------------------------------------------------------------------------------------
 def record_problems(wheel: Path) -> list[str]:
     """Files whose bytes do not match RECORD, or that RECORD does not list."""
     problems = []
     with zipfile.ZipFile(wheel) as zf:
-        info = _dist_info(zf.namelist())
+        info = dist_info(zf.namelist())
         listed = {}
         for line in zf.read(f"{info}/RECORD").decode().splitlines():
             path, _, rest = line.rpartition(",")[0].partition(",")
@@ -409,7 +252,7 @@ def record_problems(wheel: Path) -> list[str]:
                 listed[path] = rest.removeprefix("sha256=")
         for name in zf.namelist():
             skip = name.endswith("/") or name == f"{info}/RECORD"
-            if skip or name.rsplit("/", 1)[-1] in _SIGNATURES:
+            if skip or name.rsplit("/", 1)[-1] in SIGNATURES:
                 continue
             if name not in listed:
                 problems.append(f"{name} is not in RECORD")
@@ -452,7 +295,7 @@ def _has_guard(wheel: Path) -> bool:
         return {f"{module}.py", f"{module}.pth"} <= set(zf.namelist())
 
 
-def _pin_problems(wheel: Path, target: Target, house: Mapping[str, str]) -> list[str]:
+def _pin_problems(wheel: Path, target: BuiltAgainst, house: Mapping[str, str]) -> list[str]:
     problems = []
     _, version, _, tags = parse_wheel_filename(wheel.name)
     cps = {t.interpreter for t in tags if t.interpreter.startswith("cp") and t.abi != "abi3"}
@@ -489,7 +332,7 @@ def _pin_problems(wheel: Path, target: Target, house: Mapping[str, str]) -> list
                             f"{', ...' if len(labels) > 4 else ''}): publish it again with this "
                             "cuforge (build --rebuild)")
     for req in reqs:
-        found = _house_name(req.name, house)
+        found = house_name(req.name, house)
         if found is None or (req.marker and "extra" in str(req.marker)):
             continue
         exact = [s.version for s in req.specifier if s.operator == "=="]
