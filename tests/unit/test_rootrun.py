@@ -3,7 +3,7 @@ native toolchain as the table declares it, paths seen the way the chroot sees th
 symlinks in a real directory tree), and what the entry shows of the host and passes in."""
 
 
-from cuforge.env import emulation, rootrun
+from cuforge.env import emulation, emulation_setup, rootrun
 from root_paths import host_path
 from cuforge.config.combos import load_combos
 from cuforge.core.project import find_project
@@ -66,7 +66,7 @@ def test_entry_shows_the_project_and_data_and_passes_no_host_path(tmp_path, monk
 def test_unusable_names_what_is_missing(tmp_path):
     emu = _aarch64()
     why = rootrun.unusable(tmp_path / "state", emu)
-    if emulation.registered_emulators(emu):
+    if emulation_setup.registered_emulators(emu):
         assert "no native toolchain yet" in why and str(tmp_path) in why
     else:
         assert why == "no binfmt_misc registration runs linux-aarch64 programs"

@@ -199,7 +199,7 @@ def cmd_ci(args) -> int:
 
 
 def cmd_emulation(args) -> int:
-    from cuforge.env import emulation
+    from cuforge.env import emulation, emulation_setup
     project = _project(args)
     emu = emulation.for_platform(project, args.platform)
     if args.what == "run":
@@ -212,11 +212,11 @@ def cmd_emulation(args) -> int:
     if args.what == "setup":
         log = project.state_dir / "logs" / f"emulation-{emu.platform}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        for line in emulation.provision(project.state_dir, emu, log=log, verbose=args.verbose):
+        for line in emulation_setup.provision(project.state_dir, emu, log=log, verbose=args.verbose):
             print(line)
-    findings = emulation.check(project.state_dir, emu)
+    findings = emulation_setup.check(project.state_dir, emu)
     for f in findings:
-        print(f"{emulation.verdict(f.ok):7} {f.what}" + ("" if f.ok else f"\n        fix: {f.fix}"))
+        print(f"{emulation_setup.verdict(f.ok):7} {f.what}" + ("" if f.ok else f"\n        fix: {f.fix}"))
     return 0 if all(f.ok for f in findings) else 3
 
 

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuforge.env import emulation
+from cuforge.env import emulation, emulation_setup
 from cuforge.config import platforms
 from cuforge.config.combos import Combo, ToolkitSource
 from cuforge.core.errors import ToolchainError
@@ -99,7 +99,7 @@ class Target:
         no-op."""
         if self.emulator is None:
             return
-        bad = [f for f in emulation.check(self.state_dir, self.emulator) if not f.ok]
+        bad = [f for f in emulation_setup.check(self.state_dir, self.emulator) if not f.ok]
         if bad:
             raise ToolchainError(f"{self.emulator.platform} emulation is not usable here: "
                                  f"{bad[0].what}", hint=bad[0].fix)

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuforge.env.emulation import TOOLCHAIN_MARKER, Emulator, registered_emulators
+from cuforge.env.emulation import TOOLCHAIN_MARKER, Emulator
+from cuforge.env.emulation_setup import registered_emulators
 from cuforge.core.errors import ToolchainError
 
 # Host data the target sees at the same path (when present); never a program it runs.

@@ -91,6 +91,7 @@ def build(project: Project, req: BuildRequest) -> BuildOutcome:
     console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
     return outcome
 
+
 def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:
     """The build's last line: what it did to each package, where the wheels and the logs are,
     how long it took."""
@@ -228,8 +229,10 @@ def covered(spans: list[tuple[float, float]]) -> float:
             end = stop
     return total
 
+
 def _names(plan: Plan) -> set[str]:
     return {p.name for p in plan.packages}
+
 
 @contextmanager
 def work_lock(work: Path, say) -> Iterator[None]:
@@ -251,6 +254,7 @@ def work_lock(work: Path, say) -> Iterator[None]:
             yield
     finally:
         lock.release()
+
 
 def _record_skip(house: Wheelhouse, combo: Combo, recipe: Recipe, reason: str) -> Entry:
     return house.publish(None, Entry(package=recipe.name, status=Status.SKIPPED, reason=reason,

@@ -188,9 +188,11 @@ def describe_sources(recipe: Recipe) -> str:
     extra = "".join(f" {var}={src.describe()}" for var, src in recipe.extra_sources)
     return recipe.source.describe() + extra
 
+
 def _wheel_version(wheel: Path) -> str:
     parts = wheel.name.split("-")
     return parts[1] if len(parts) > 1 else ""
+
 
 def _failed_entry(combo: Combo, recipe: Recipe, reason: str, log: Path, started: float) -> Entry:
     return Entry(package=recipe.name, status=Status.FAILED, reason=reason.splitlines()[0],

@@ -63,6 +63,7 @@ def _resume_key(source_inputs: dict, env) -> str:
     include dirs and rpaths."""
     return key_of({**source_inputs, "built_by": str(env.python)})
 
+
 def _source_identity(source: Source, project: Project, *, content: bool) -> str:
     """A pinned source is its URL + commit or checksum; a local path is its content (when
     ``content``) - a path alone says nothing about what is in it."""
@@ -85,9 +86,11 @@ def _step_identity(step: Step) -> str:
                     if not any(fnmatch.fnmatch(k, pat) for pat in NOT_IN_KEY))
     return f"{step.cwd}\n{argv!r}\n{env}"
 
+
 def _own_paths(text: str) -> str:
     """``text`` with cuforge's package dir named, not spelled (see OWN_PYTHON)."""
     return re.sub(re.escape(_PACKAGE_DIR) + r"(?=/|$|:|;)", OWN_PACKAGE, text)
+
 
 def _key_value(name: str, value: str) -> str:
     """The user's own $PATH (and friends) and nvcc's thread count are not part of the key."""
@@ -100,14 +103,17 @@ def _key_value(name: str, value: str) -> str:
                          if p != "-t" and not (i and parts[i - 1] == "-t"))
     return value
 
+
 def recipe_digest(project: Project, recipe: Recipe) -> str:
     """sha256 over the recipe file and every file of its patch sets."""
     return files_digest(([recipe.file] if recipe.file else [])
                         + _patch_files(project, (*recipe.patches, *recipe.arches.native_patches)),
                         project.root)
 
+
 def patches_digest(project: Project, names: tuple[str, ...]) -> str:
     return files_digest(_patch_files(project, names), project.root)
+
 
 def _patch_files(project: Project, names) -> list[Path]:
     files: list[Path] = []

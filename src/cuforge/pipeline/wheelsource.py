@@ -177,6 +177,7 @@ def _without_cache(pkg: PackagePlan) -> tuple[Action, ...]:
     return tuple(replace(a, step=plain.get(a.step, a.step)) if a.step else a
                  for a in pkg.actions if a.kind not in (ActionKind.SEED, ActionKind.REMEMBER))   # cache-only
 
+
 def _single_wheel(staging: Path, recipe: Recipe) -> Path:
     wheels = sorted(staging.glob("*.whl"))
     if len(wheels) != 1:

@@ -30,6 +30,7 @@ from cuforge.publish.wheelmeta import (SIGNATURES, TorchBuild, admitted_builds, 
 def _as_build(torch: str | TorchBuild) -> TorchBuild:
     return torch if isinstance(torch, TorchBuild) else TorchBuild(torch)
 
+
 # -- rewriting -------------------------------------------------------------------------------------
 def pinned_requirements(requires: list[str], *, torch: str | TorchBuild | None,
                         house: Mapping[str, str], depends: Iterable[str] = (),
@@ -67,6 +68,7 @@ def pinned_requirements(requires: list[str], *, torch: str | TorchBuild | None,
         out += [line for line in build.runtime if line not in out]
     return out
 
+
 def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
     head, sep, body = text.partition("\n\n")
     lines, kept = head.splitlines(), []
@@ -82,6 +84,7 @@ def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
         kept.append(f"Version: {version}" if line.startswith("Version:") else line)
     kept += [f"Requires-Dist: {r}" for r in requires]
     return "\n".join(kept) + "\n" + (sep[1:] + body if sep else "")
+
 
 def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
         house: Mapping[str, str], depends: Iterable[str] = ()) -> Path:
@@ -131,6 +134,7 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
                      "\n".join(record) + "\n", compress_type=zipfile.ZIP_DEFLATED)
     return out
 
+
 def _guard(wheel: Path, names: list[str], version: str, build: TorchBuild, accel: str,
            requires: list[str]) -> dict[str, bytes]:
     """The import guard's files (cuforge.publish.importguard) for a wheel that links torch: it
@@ -141,6 +145,7 @@ def _guard(wheel: Path, names: list[str], version: str, build: TorchBuild, accel
     torch_lines = [r for r in requires if canonicalize_name(Requirement(r).name) == "torch"]
     return importguard.files(dist, f"{dist} {version}", importguard.top_level_names(names),
                              public, admitted_builds(torch_lines, public), build.label(accel))
+
 
 def torch_build(python: Path, fallback: str,
                 env: tuple[tuple[str, str], ...] = ()) -> TorchBuild:
@@ -158,6 +163,7 @@ def torch_build(python: Path, fallback: str,
     except (VerifyError, ValueError):
         return TorchBuild(fallback)
     return TorchBuild(version or fallback, cuda_runtime_lines(requires))
+
 
 def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str,
                    torch: str | TorchBuild, depends: Iterable[str] = ()):

@@ -21,7 +21,7 @@ from typing import Literal
 from rich.console import Console
 from rich.text import Text
 
-from cuforge.env import emulation, hostcxx, programs, venv
+from cuforge.env import emulation, emulation_setup, hostcxx, programs, venv
 from cuforge.workstation import gpu
 from cuforge.config import platforms
 from cuforge.config.arches import Arch, parse_target
@@ -379,9 +379,9 @@ def _emulation(project: Project) -> list[tuple[str, str, str]]:
             continue
         envs = [venv.env_dir(project.state_dir, c) / "bin" / "python" for c in emulated
                 if c.target.name == name and venv.is_ready(project.state_dir, c)]
-        for f in emulation.check(project.state_dir, emu,
+        for f in emulation_setup.check(project.state_dir, emu,
                                  torch_python=envs[0] if envs else None):
             # optional: an unusable emulator is "not yet", never a failure of the machine
-            rows.append((f"emulation {name}", emulation.verdict(f.ok),
+            rows.append((f"emulation {name}", emulation_setup.verdict(f.ok),
                          f.what if f.ok else f"{f.what}; fix: {f.fix}"))
     return rows
