@@ -16,7 +16,7 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from cuforge.env.rootrun import Entry
+from cuforge.env.rootrun import RootEntry
 from root_paths import host_path
 
 _EXEC = re.compile(r'^(\d+) +execve\("((?:[^"\\]|\\.)*)", \[(.*)')
@@ -84,7 +84,7 @@ def machine_of(file: Path) -> str:
         return ""
 
 
-def machines(entry: Entry, found: list[tuple[int, str, str]]) -> list[Ran]:
+def machines(entry: RootEntry, found: list[tuple[int, str, str]]) -> list[Ran]:
     """What each exec ran: the ELF file, or for a script the interpreter chain's ELF file."""
     out = []
     for _, path, args in found:

@@ -39,7 +39,7 @@ def test_host_path_follows_links_as_the_root_sees_them(tmp_path):
     (bound / "venv" / "bin").mkdir(parents=True)
     # an absolute link in a bound dir means the root's file, not the host's /usr/bin
     (bound / "venv" / "bin" / "python").symlink_to("/usr/bin/python3.11")
-    e = rootrun.Entry(str(root), (str(bound),), str(bound), ("true",), {})
+    e = rootrun.RootEntry(str(root), (str(bound),), str(bound), ("true",), {})
     assert host_path(e, f"{bound}/venv/bin/python").read_text() == "target python"
     assert host_path(e, "venv/bin/python").read_text() == "target python"
     assert host_path(e, "/bin/sh") == root / "bin" / "dash"

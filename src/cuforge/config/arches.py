@@ -67,7 +67,7 @@ class Arch:
 
 
 @dataclass(frozen=True, order=True)
-class Target:
+class ArchTarget:
     """One entry of an arch list: SASS for ``arch``, plus PTX when ``ptx`` is set; PTX only
     when ``sass`` is off (``8.0-virtual``, CMake's name: the driver must JIT-compile it)."""
 
@@ -90,7 +90,7 @@ class Target:
 class ArchList:
     """An ordered, duplicate-free list of targets."""
 
-    targets: tuple[Target, ...]
+    targets: tuple[ArchTarget, ...]
 
     def __iter__(self):
         return iter(self.targets)
@@ -168,7 +168,7 @@ def families() -> dict[str, list[str]]:
     return dict(_table()["family"])
 
 
-def parse_target(text: str) -> Target:
+def parse_target(text: str) -> ArchTarget:
     """Parse one entry (``"12.1+PTX"``, ``"12.0a"``); raise ConfigError on anything else."""
     m = _TARGET_RE.match(text.strip())
     if not m:
@@ -181,7 +181,7 @@ def parse_target(text: str) -> Target:
     if arch.base not in known_arches():
         known = " ".join(known_arches())
         raise ConfigError(f"unknown CUDA arch {text!r}", hint=f"use one of: {known}")
-    return Target(arch, ptx=bool(m["ptx"]), sass=m["ptx"] != "-virtual")
+    return ArchTarget(arch, ptx=bool(m["ptx"]), sass=m["ptx"] != "-virtual")
 
 
 def parse_arch_list(text: str) -> ArchList:
@@ -189,28 +189,28 @@ def parse_arch_list(text: str) -> ArchList:
     entries = [e for e in re.split(r"[;\s,]+", text.strip()) if e]
     if not entries:
         raise ConfigError("empty CUDA arch list", hint='pass e.g. --cuda-arch "12.0;12.1+PTX"')
-    targets: list[Target] = []
+    targets: list[ArchTarget] = []
     fams = families()
     for entry in entries:
         name, _, ptx = entry.partition("+")
         if name in fams:
             expanded = [parse_target(a) for a in fams[name]]
             if ptx == "PTX":
-                expanded[-1] = Target(expanded[-1].arch, ptx=True)
+                expanded[-1] = ArchTarget(expanded[-1].arch, ptx=True)
             targets.extend(expanded)
         else:
             targets.append(parse_target(entry))
     return ArchList(_merge(targets))
 
 
-def _merge(targets: list[Target]) -> tuple[Target, ...]:
+def _merge(targets: list[ArchTarget]) -> tuple[ArchTarget, ...]:
     """Drop duplicates; ``12.1`` and ``12.1+PTX`` (or ``12.1-virtual``) merge into
     ``12.1+PTX``; keep first order."""
     merged: dict[Arch, tuple[bool, bool]] = {}
     for t in targets:
         ptx, sass = merged.get(t.arch, (False, False))
         merged[t.arch] = (ptx or t.ptx, sass or t.sass)
-    return tuple(Target(a, p, s) for a, (p, s) in merged.items())
+    return tuple(ArchTarget(a, p, s) for a, (p, s) in merged.items())
 
 
 def check_supported(archs: ArchList, cuda: Version | str, *, where: str = "") -> None:
@@ -248,7 +248,7 @@ def map_to_supported(archs: ArchList, supported: list[str], policy: ArchPolicy) 
     """
     policy = ArchPolicy(policy)
     known = sorted(parse_target(a).arch for a in supported)
-    out: list[Target] = []
+    out: list[ArchTarget] = []
     for t in archs:
         if t.arch in known or policy is ArchPolicy.NATIVE:
             out.append(t)
@@ -258,7 +258,7 @@ def map_to_supported(archs: ArchList, supported: list[str], policy: ArchPolicy) 
             below = [a for a in known if a < t.arch]
             if not below:
                 raise ConfigError(f"no supported arch at or below {t.arch} in {supported}")
-            out.append(Target(below[-1], ptx=True))
+            out.append(ArchTarget(below[-1], ptx=True))
         else:
             raise ConfigError(
                 f"arch {t.arch} is not supported by this package (it knows {' '.join(supported)})",

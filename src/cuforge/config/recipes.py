@@ -9,7 +9,7 @@ from enum import StrEnum
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-from cuforge.config.arches import ArchList, ArchPolicy, Target, map_to_supported, parse_target
+from cuforge.config.arches import ArchList, ArchPolicy, ArchTarget, map_to_supported, parse_target
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
 from cuforge.core.tomlfile import read_toml
@@ -120,7 +120,7 @@ class ArchRule:
         if self.supported:
             archs = map_to_supported(archs, list(self.supported), self.policy)
         if not self.ptx:   # a PTX-only request becomes SASS: the nearest such a package has
-            archs = ArchList(tuple(Target(t.arch, ptx=False) for t in archs))
+            archs = ArchList(tuple(ArchTarget(t.arch, ptx=False) for t in archs))
         return archs
 
 

@@ -63,7 +63,7 @@ class Missing:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RequirementsOutcome:
     installed: tuple[CheckoutRequirement, ...]
     missing: tuple[Missing, ...]
     would_install: str = ""      # the installer's own list of what it added ("" when nothing)
@@ -118,13 +118,13 @@ def constraints(held: Iterable[tuple[str, str]]) -> list[str]:
 
 def install(installer: Installer, reqs: list[CheckoutRequirement], held: list[str],
             index: IndexOptions, *, torch_version: Callable[[], str], python: str,
-            platform: str, env: dict[str, str] | None = None) -> Outcome:
+            platform: str, env: dict[str, str] | None = None) -> RequirementsOutcome:
     """Install ``reqs`` with ``held`` as constraints; the ones that cannot be had are left out
     (``Missing``) and the rest go in with one call. Raises when torch changed anyway.
     ``env``: the installer's environment (under emulation the target's: an sdist's build
     backend runs the venv's aarch64 Python, which QEMU loads from the target root)."""
     if not reqs:
-        return Outcome((), ())
+        return RequirementsOutcome((), ())
     before = torch_version()
     with tempfile.TemporaryDirectory(prefix="cuforge-reqs-") as tmp:
         cfile = Path(tmp) / "constraints.txt"
@@ -159,7 +159,7 @@ def install(installer: Installer, reqs: list[CheckoutRequirement], held: list[st
     if after != before:   # the constraint should make this impossible: say so if it happens
         raise VerifyError(f"installing the checkout's requirements changed torch {before} -> "
                           f"{after}", hint="recreate the venv (delete it and run setup again)")
-    return Outcome(tuple(usable), tuple(missing), _added(said))
+    return RequirementsOutcome(tuple(usable), tuple(missing), _added(said))
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> tuple[bool, str]:

@@ -24,7 +24,7 @@ UV_COULD_NOT_RUN = 2
 
 
 @dataclass(frozen=True)
-class Resolution:
+class InstallResolution:
     """Pinned versions (normalized name -> version) of everything the combo's env would hold."""
 
     combo: str
@@ -48,7 +48,7 @@ def resolve_command(combo: Combo, reqs_file: Path) -> list[str]:
             str(reqs_file)]
 
 
-def resolve(combo: Combo) -> Resolution:
+def resolve(combo: Combo) -> InstallResolution:
     """Resolve ``combo`` (its current torch) for its platform; ToolchainError if it cannot be."""
     with tempfile.TemporaryDirectory(prefix="cuforge-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
@@ -70,7 +70,7 @@ def resolve(combo: Combo) -> Resolution:
         name, sep, version = line.strip().partition("==")
         if sep:
             pins[name.strip().lower()] = version.strip()
-    found = Resolution(combo.id, combo.target.name, combo.torch, pins)
+    found = InstallResolution(combo.id, combo.target.name, combo.torch, pins)
     if not found.cuda_torch:
         where = combo.torch_index or "the default index"
         raise ToolchainError(

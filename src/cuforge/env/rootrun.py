@@ -38,7 +38,7 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)
-class Entry:
+class RootEntry:
     """What entering the root does: the mounts, then ``argv`` in ``cwd`` with ``env``."""
 
     root: str
@@ -103,19 +103,19 @@ def data_binds(project_root: Path, state_dir: Path) -> list[str]:
 
 
 def entry(state_dir: Path, emu: Emulator, project_root: Path, argv: list[str],
-          cwd: Path | None = None) -> Entry:
+          cwd: Path | None = None) -> RootEntry:
     cache = os.environ.get("UV_CACHE_DIR") or _uv_cache_dir()
     env = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8",
            **{k: v for k, v in os.environ.items() if PASSED.match(k)}}
     if cache:
         env["UV_CACHE_DIR"] = cache
-    return Entry(str(emu.root_dir(state_dir).resolve()),
+    return RootEntry(str(emu.root_dir(state_dir).resolve()),
                  tuple(data_binds(project_root, state_dir)),
                  str((cwd or Path.cwd()).resolve()), tuple(argv), env)
 
 
 
-def command(e: Entry) -> list[str]:
+def command(e: RootEntry) -> list[str]:
     """The host command that enters: ``unshare`` makes the mounts private to it (they vanish
     with it), then this module's ``__main__`` mounts and ``chroot``s (``os.chroot``)."""
     return ["unshare", "--mount", "--propagation", "private", "--fork", "--",
@@ -147,7 +147,7 @@ def _mount(*args: str) -> None:
         sys.exit(f"cuforge emulation run: mount {' '.join(args)}: {proc.stderr.strip()}")
 
 
-def _enter(e: Entry) -> None:
+def _enter(e: RootEntry) -> None:
     """In the private mount namespace: show the host data inside, then become the target."""
     root = Path(e.root)
     for fs, where in (("proc", "proc"), ("sysfs", "sys")):
@@ -169,4 +169,4 @@ def _enter(e: Entry) -> None:
 
 
 if __name__ == "__main__":
-    _enter(Entry(**{**json.loads(sys.argv[1])}))
+    _enter(RootEntry(**{**json.loads(sys.argv[1])}))

@@ -38,7 +38,7 @@ TOKEN_ENV = "CUFORGE_DIST_TOKEN"
 SCHEDULER_ENV = "CUFORGE_DIST_SCHEDULER"
 PROBE_TIMEOUT_S = 3.0
 KEYS = ("scheduler", "token_env", "token_file", "toolchain_cache_size")
-_asked: dict[str, "Probe"] = {}   # schedulers this process has asked (and said so)
+_asked: dict[str, "SchedulerProbe"] = {}   # schedulers this process has asked (and said so)
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class DistSettings:
 
 
 @dataclass(frozen=True)
-class Probe:
+class SchedulerProbe:
     """What the scheduler said before the build: ``ok``, ``down`` or ``refused``."""
 
     state: str
@@ -129,7 +129,7 @@ def token(settings: DistSettings) -> str:
 
 
 @lru_cache(maxsize=None)
-def probe(scheduler: str, client_token: str, timeout: float = PROBE_TIMEOUT_S) -> Probe:
+def probe(scheduler: str, client_token: str, timeout: float = PROBE_TIMEOUT_S) -> SchedulerProbe:
     """Ask the scheduler once per process: its status (build servers, cores), then whether it
     takes the token. The token check posts an empty job request: the scheduler checks the
     bearer token before it reads the body, so a good token gets 400 (no job) and a bad one 401,
@@ -139,7 +139,7 @@ def probe(scheduler: str, client_token: str, timeout: float = PROBE_TIMEOUT_S) -
                                     timeout=timeout) as resp:
             body = resp.read()
     except (urllib.error.URLError, OSError) as err:
-        return Probe("down", why=str(getattr(err, "reason", err)))
+        return SchedulerProbe("down", why=str(getattr(err, "reason", err)))
     # bincode of SchedulerStatusResult {num_servers, num_cpus, in_progress}: three u64 LE
     servers, cpus = struct.unpack_from("<QQ", body) if len(body) >= 16 else (0, 0)
     request = urllib.request.Request(f"{scheduler}/api/v1/scheduler/alloc_job", data=b"",
@@ -150,13 +150,13 @@ def probe(scheduler: str, client_token: str, timeout: float = PROBE_TIMEOUT_S) -
         urllib.request.urlopen(request, timeout=timeout).close()
     except urllib.error.HTTPError as err:
         if err.code in (401, 403):
-            return Probe("refused", servers, cpus, f"HTTP {err.code}")
+            return SchedulerProbe("refused", servers, cpus, f"HTTP {err.code}")
     except (urllib.error.URLError, OSError) as err:
-        return Probe("down", why=str(getattr(err, "reason", err)))
-    return Probe("ok", servers, cpus)
+        return SchedulerProbe("down", why=str(getattr(err, "reason", err)))
+    return SchedulerProbe("ok", servers, cpus)
 
 
-def check(settings: DistSettings, say=print) -> Probe:
+def check(settings: DistSettings, say=print) -> SchedulerProbe:
     """The scheduler before a build: refused → ``ConfigError``; down → one warning (the build
     compiles locally); up → one line with its build servers."""
     if settings.scheduler in _asked:   # once per run: every package's plan asks

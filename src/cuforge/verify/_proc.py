@@ -22,7 +22,7 @@ from cuforge.core.runner import OUTSIDE_SIGNALS, Interrupted, exit_status, stop,
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ProcessResult:
     """How a subprocess ended. ``returncode`` is None when it was killed for a timeout."""
 
     returncode: int | None
@@ -72,7 +72,7 @@ def python_env(paths: Sequence[Path], extra: Mapping[str, str] | None = None, *,
 
 def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
                timeout: float = 300, env: Mapping[str, str] | None = None,
-               plain_loader: bool = False, cwd: Path | None = None) -> Outcome:
+               plain_loader: bool = False, cwd: Path | None = None) -> ProcessResult:
     """Run ``python args...`` with ``paths`` importable, in a scratch cwd (so nothing in the
     caller's directory shadows the wheel) or in ``cwd``, under cuforge's supervisor: it ends
     on timeout, on an interrupt, and when cuforge dies, with whatever it started. Inside
@@ -89,12 +89,12 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
         except subprocess.TimeoutExpired:
             stop(proc)   # the supervisor ends the interpreter and whatever it started
             out, err = proc.communicate()
-            return Outcome(None, out, err, timed_out=True)
-    return Outcome(_not_stopped(exit_status(proc.returncode), python, args), out, err)
+            return ProcessResult(None, out, err, timed_out=True)
+    return ProcessResult(_not_stopped(exit_status(proc.returncode), python, args), out, err)
 
 
 def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], timeout: float,
-                env: Mapping[str, str] | None, plain_loader: bool) -> Outcome | None:
+                env: Mapping[str, str] | None, plain_loader: bool) -> ProcessResult | None:
     """The run as a child of a check host, or None when there is none for it."""
     from cuforge.verify.host import HostGone, pool_for
     pool = pool_for(python)
@@ -112,7 +112,7 @@ def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], tim
                                         env=python_env(paths, env, plain_loader=plain_loader))
     except HostGone:
         return None
-    return Outcome(_not_stopped(code, python, args), out, err, timed_out=code is None)
+    return ProcessResult(_not_stopped(code, python, args), out, err, timed_out=code is None)
 
 
 def _not_stopped(code: int | None, python: Path, args: Sequence[str]) -> int | None:

@@ -58,7 +58,7 @@ def ldconfig_cache() -> dict[str, tuple[Path, ...]]:
 
 
 @dataclass(frozen=True)
-class Resolution:
+class SymbolResolution:
     """What the loader would leave unresolved for one ``.so``."""
 
     unresolved: tuple[str, ...]  # mangled names
@@ -150,7 +150,7 @@ def interpreter_path(python: Path) -> Path:
     return Path(os.path.realpath(python))
 
 
-def resolve(so: Path, libs: LibrarySet, *, python: Path | None = None) -> Resolution:
+def resolve(so: Path, libs: LibrarySet, *, python: Path | None = None) -> SymbolResolution:
     """Which undefined symbols of ``so`` no library in its DT_NEEDED closure (plus the
     interpreter's closure, when ``python`` is an ELF executable) exports."""
     target = libs.open(so)
@@ -163,7 +163,7 @@ def resolve(so: Path, libs: LibrarySet, *, python: Path | None = None) -> Resolu
     providers = [lib for lib in found if lib is not target]
     unresolved = tuple(name for name in target.undefined()
                        if not any(lib.defines(name) for lib in providers))
-    return Resolution(unresolved, tuple(missing), tuple(lib.path for lib in found))
+    return SymbolResolution(unresolved, tuple(missing), tuple(lib.path for lib in found))
 
 
 def check_symbols(so: Path, libs: LibrarySet, *, python: Path | None = None) -> CheckResult:
