@@ -2,7 +2,8 @@ from cuforge.config.combos import select_combo, with_overrides
 from cuforge.config.request import BuildRequest
 from cuforge.pipeline.plan import effective_policy, package_arches
 from cuforge.core.project import find_project
-from cuforge.config.recipes import ArchRule, Recipe, Source
+from cuforge.config.arches import ArchRule
+from cuforge.config.recipes import Recipe, Source
 
 CUMM = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
 

@@ -265,3 +265,50 @@ def map_to_supported(archs: ArchList, supported: list[str], policy: ArchPolicy) 
                 hint="choose an arch it supports, or set the recipe's arch policy to 'ptx'",
             )
     return ArchList(_merge(out))
+
+
+@dataclass(frozen=True)
+class ArchRule:
+    """How a package takes the combo's arches: kept, mapped to its own table, or narrowed."""
+
+    policy: ArchPolicy = ArchPolicy.NATIVE
+    supported: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()   # extra variables, rendered from the mapped list
+    ptx: bool = True           # False: the package emits no PTX; +PTX is dropped
+    device_code: bool = True   # False: C++-only package (pointseg); no fatbin expected
+    native_patches: tuple[str, ...] = ()   # applied under the native policy (cumm's table)
+    # True: also append -gencode flags to every nvcc call (NVCC_APPEND_FLAGS), for packages
+    # whose own .cu files get nvcc's default arch (cumm, spconv: sm_75 + compute_75).
+    append_gencode: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", ArchPolicy(self.policy))   # ValueError: no such policy
+
+    def explain(self, requested: ArchList, policy: ArchPolicy) -> str:
+        """For the manifest: how targets outside the package's table were handled.
+
+        >>> ptx = ArchPolicy.PTX
+        >>> ArchRule(ptx, ("9.0", "12.0")).explain(parse_arch_list("12.0;12.1+PTX"), ptx)
+        'arch policy ptx: outside its arch table: 12.1 -> 12.0+PTX'
+        """
+        policy = ArchPolicy(policy)
+        known = {parse_target(a).arch for a in self.supported}
+        parts = []
+        for t in requested:
+            if not known or t.arch in known:
+                continue
+            if policy is ArchPolicy.NATIVE:
+                parts.append(f"{t.arch} kept (table patched)")
+            elif policy is ArchPolicy.PTX:
+                to = map_to_supported(ArchList((t,)), list(self.supported), policy)
+                parts.append(f"{t.arch} -> {to}")
+            else:
+                parts.append(f"{t.arch} dropped")
+        return f"arch policy {policy}: outside its arch table: {', '.join(parts)}" if parts else ""
+
+    def map(self, archs: ArchList) -> ArchList:
+        if self.supported:
+            archs = map_to_supported(archs, list(self.supported), self.policy)
+        if not self.ptx:   # a PTX-only request becomes SASS: the nearest such a package has
+            archs = ArchList(tuple(ArchTarget(t.arch, ptx=False) for t in archs))
+        return archs
