@@ -1,9 +1,11 @@
 """Facts the docs state that the code holds, read against the code (as test_documented_commands
 does for commands): the check list, a sample verdict line, the directories under .cuforge/ and
-how their per-combo parts are named. (Exit codes: test_command_line.py.)"""
+how their per-combo parts are named, the map of every module. (Exit codes:
+test_command_line.py.)"""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -138,3 +140,39 @@ def test_exit_codes_named_in_the_docs_are_errors_py():
                 seen.append((name, kind, int(code), by_name[kind]))
     assert seen
     assert not [s for s in seen if s[2] != s[3]], seen
+
+
+def map_entries(section: str) -> list[str]:
+    """The modules docs/how-it-works.md's map lists, as paths under src/: a folder line
+    (``    cuforge/env/``) then its modules (``      venv.py   ...``)."""
+    entries, folder = [], None
+    for line in section.splitlines():
+        if m := re.match(r"^ {4}(cuforge/[a-z_/]*)", line):
+            folder = m.group(1).rstrip("/")
+        elif (m := re.match(r"^ {6}([a-z_0-9]+\.py)\b", line)) and folder:
+            entries.append(f"{folder}/{m.group(1)}")
+    return entries
+
+
+def _docstring_only(text: str) -> bool:
+    body = ast.parse(text).body
+    return len(body) == 1 and isinstance(body[0], ast.Expr)
+
+
+def test_the_map_lists_every_module_under_its_folder():
+    """Every module, and every folder (a package whose __init__.py holds only its docstring
+    is its folder's line)."""
+    section = DOCS["docs/how-it-works.md"].split("## The map")[1].split("\n## ")[0]
+    listed = map_entries(section)
+    modules = sorted(p.relative_to(ROOT / "src").as_posix() for p, text in SOURCES.items()
+                     if not (p.name == "__init__.py" and _docstring_only(text)))
+    folders = {p.parent.relative_to(ROOT / "src").as_posix() for p in SOURCES}
+    assert sorted(set(listed)) == sorted(listed), "a module listed twice"
+    assert sorted(listed) == modules
+    assert {f.rstrip("/") for f in re.findall(r"^ {4}(cuforge/[a-z_/]*)", section, re.M)} == folders
+
+
+def test_the_map_reader_sees_folders_and_modules():
+    text = "    cuforge/env/        envs\n      venv.py   the env\n" \
+           "                        more about it.py\n    cuforge/\n      __main__.py  main\n"
+    assert map_entries(text) == ["cuforge/env/venv.py", "cuforge/__main__.py"]

@@ -1,7 +1,8 @@
 """The package's shape, read from its syntax trees (issue 42): one name per concept (no two
-classes share a name), no module longer than a reader can hold, and no dead code (every
-module-level function and class is used somewhere in the package; a function only tests call
-is dead: the test keeps its own helper)."""
+classes share a name), imports that flow one way (cli -> the commands -> the parts -> core),
+no module longer than a reader can hold, and no dead code (every module-level function and
+class is used somewhere in the package; a function only tests call is dead: the test keeps
+its own helper)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ import cuforge
 
 PACKAGE = Path(cuforge.__file__).parent
 SOURCES = {p.relative_to(PACKAGE).as_posix(): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+
+# docs/how-it-works.md, "Architecture": a module imports its own layer or one below
+LAYERS = {"core": 0, "data": 1, "config": 1, "env": 1, "publish": 1, "verify": 1, "patching": 1,
+          "pipeline": 2, "workstation": 3, "cli": 4}
+COMMANDS_IN_PARTS = {"cuforge.verify.command": 2}   # `cuforge verify`: a command like build's
 
 MAX_LINES = 450
 # the lead engineer splits it after issue 42's folders landed (it moved as one file)
@@ -46,6 +52,41 @@ def class_names(sources: dict[str, str]) -> dict[str, list[str]]:
 def test_no_two_classes_share_a_name():
     twice = {name: where for name, where in class_names(SOURCES).items() if len(where) > 1}
     assert twice == {}
+
+
+def layer_of(module: str) -> int:
+    if module in COMMANDS_IN_PARTS:
+        return COMMANDS_IN_PARTS[module]
+    parts = module.split(".")
+    if module == "cuforge":
+        return 0   # the version
+    return LAYERS.get(parts[1], 4) if len(parts) > 1 else 4
+
+
+def upward_imports(sources: dict[str, str]) -> list[str]:
+    """``module -> imported`` for each import of a higher layer (lazy ones count too)."""
+    out = []
+    for rel, text in sources.items():
+        mod = _module_name(rel)
+        for node in ast.walk(ast.parse(text)):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                if name.split(".")[0] == "cuforge" and layer_of(name) > layer_of(mod):
+                    out.append(f"{mod} -> {name}")
+    return out
+
+
+def test_imports_flow_one_way():
+    assert upward_imports(SOURCES) == []
+
+
+def test_the_scan_sees_an_upward_import():
+    sources = {"core/runner.py": "from cuforge.config.combos import Combo\n",
+               "pipeline/plan.py": "def f():\n    from cuforge.workstation import doctor\n",
+               "workstation/doctor.py": "from cuforge.pipeline.plan import make_plan\n"}
+    assert upward_imports(sources) == ["cuforge.core.runner -> cuforge.config.combos",
+                                       "cuforge.pipeline.plan -> cuforge.workstation"]
 
 
 def test_no_module_is_longer_than_a_reader_can_hold():

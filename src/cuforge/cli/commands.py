@@ -66,7 +66,8 @@ def cmd_build(args) -> int:
         jobs=args.jobs or default_jobs(),   # None: the machine's default
         verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=_src_overrides(args.src),
-        prefer_prebuilt=args.prefer_prebuilt, arch_policy=ArchPolicy(args.arch_policy) if args.arch_policy else None,
+        prefer_prebuilt=args.prefer_prebuilt,
+        arch_policy=ArchPolicy(args.arch_policy) if args.arch_policy else None,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild, upstream_tests=args.upstream_tests,
         one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
         cache=parse_spec(args.cache, "--cache") if args.cache else "",
@@ -212,11 +213,13 @@ def cmd_emulation(args) -> int:
     if args.what == "setup":
         log = project.state_dir / "logs" / f"emulation-{emu.platform}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        for line in emulation_setup.provision(project.state_dir, emu, log=log, verbose=args.verbose):
+        for line in emulation_setup.provision(project.state_dir, emu, log=log,
+                                              verbose=args.verbose):
             print(line)
     findings = emulation_setup.check(project.state_dir, emu)
     for f in findings:
-        print(f"{emulation_setup.verdict(f.ok):7} {f.what}" + ("" if f.ok else f"\n        fix: {f.fix}"))
+        print(f"{emulation_setup.verdict(f.ok):7} {f.what}"
+              + ("" if f.ok else f"\n        fix: {f.fix}"))
     return 0 if all(f.ok for f in findings) else 3
 
 

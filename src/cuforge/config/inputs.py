@@ -1,8 +1,8 @@
 """A command's inputs, checked before anything is written: the one set of checks that the dry
-run and the real run both make (``pipeline.build`` and ``workstation.setup`` call these first),
-so ``--dry-run`` fails where the run would, with the same line and exit code, and a refused
-input leaves no env, lock, stamp or manifest line behind (``pip install --dry-run`` resolves
-as the install does).
+run and the real run both make (``pipeline.executor.build`` and ``workstation.setup.setup``
+call these first), so ``--dry-run`` fails where the run would, with the same line and exit
+code, and a refused input leaves no env, lock, stamp or manifest line behind (``pip install
+--dry-run`` resolves as the install does).
 
 >>> check_jobs(4)
 >>> check_jobs(0)

@@ -1,5 +1,5 @@
 """A parsed ``build`` command, typed and validated at the CLI edge: what the plan is made from
-(``plan.make_plan``) and what the executor then follows (``pipeline``)."""
+(``plan.make_plan``) and what the executor then follows (``pipeline.executor``)."""
 
 from __future__ import annotations
 

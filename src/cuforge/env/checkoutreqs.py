@@ -35,7 +35,7 @@ from packaging.utils import canonicalize_name
 
 from cuforge.core.errors import ConfigError, VerifyError
 
-# ``installer(*args)``: the argv of an install into the venv (uv pip or pip, workstation.py)
+# ``installer(*args)``: the argv of an install into the venv (uv pip or pip, workstation/setup.py)
 Installer = Callable[..., tuple[str, ...]]
 
 

@@ -155,7 +155,8 @@ class RenameAttribute:
         uses = _renames(text, self.module, self.old, self.new)
         if uses:
             where = ", ".join(str(e.line) for e in uses)
-            return PatchProbe(PatchStatus.NOT_APPLIED, f"{len(uses)} use(s) of {self.module}.{self.old} "
+            return PatchProbe(PatchStatus.NOT_APPLIED,
+                              f"{len(uses)} use(s) of {self.module}.{self.old} "
                                              f"(line {where})")
         if self._marked(text):
             return PatchProbe(PatchStatus.APPLIED, f"{self.module}.{self.new} on line(s) "

@@ -102,7 +102,8 @@ class ReplaceFunction:
         try:
             tree = ast.parse(text)
         except SyntaxError as err:
-            return PatchProbe(PatchStatus.DRIFTED, f"the file does not parse as Python (line {err.lineno})")
+            return PatchProbe(PatchStatus.DRIFTED,
+                              f"the file does not parse as Python (line {err.lineno})")
         node, scope = find_definition(tree, self.qualname)
         if node is None:
             return PatchProbe(PatchStatus.DRIFTED, f"{self.qualname} is not defined in the file")
@@ -112,12 +113,14 @@ class ReplaceFunction:
         if current == ours[self.name]:
             wrong = [n for n, h in ours.items() if present.get(n) != h]
             if wrong:
-                return PatchProbe(PatchStatus.DRIFTED, f"cuforge's helper(s) {', '.join(wrong)} were changed")
+                return PatchProbe(PatchStatus.DRIFTED,
+                                  f"cuforge's helper(s) {', '.join(wrong)} were changed")
             return PatchProbe(PatchStatus.APPLIED)
         if current == self.original_sha256:
             clashes = [n for n in ours if n != self.name and n in present]
             if clashes:
-                return PatchProbe(PatchStatus.DRIFTED, f"names cuforge would add already exist: {clashes}")
+                return PatchProbe(PatchStatus.DRIFTED,
+                                  f"names cuforge would add already exist: {clashes}")
             return PatchProbe(PatchStatus.NOT_APPLIED)
         source = ast.get_source_segment(text, node) or ""
         if MARKER in source:

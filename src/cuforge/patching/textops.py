@@ -63,17 +63,21 @@ class ReplaceText:
             if count == 1:
                 return PatchProbe(PatchStatus.APPLIED)
             if count > 1:
-                return PatchProbe(PatchStatus.DRIFTED, f"the patched text occurs {count} times; expected once")
+                return PatchProbe(PatchStatus.DRIFTED,
+                                  f"the patched text occurs {count} times; expected once")
         found = [(v, text.count(in_style(v.find, text))) for v in self.variants]
         matching = [(v, n) for v, n in found if n]
         if len(matching) == 1 and matching[0][1] == 1:
             return PatchProbe(PatchStatus.NOT_APPLIED)
         if matching:
             total = sum(n for _, n in matching)
-            return PatchProbe(PatchStatus.DRIFTED, f"the snippet occurs {total} times; cuforge needs exactly one")
+            return PatchProbe(PatchStatus.DRIFTED,
+                              f"the snippet occurs {total} times; cuforge needs exactly one")
         if self.fixed_if is not None and in_style(self.fixed_if, text) in text:
-            return PatchProbe(PatchStatus.NOT_NEEDED, f"upstream already has {self.fixed_if.strip()!r}")
-        return PatchProbe(PatchStatus.DRIFTED, "neither the original nor the patched snippet is there")
+            return PatchProbe(PatchStatus.NOT_NEEDED,
+                              f"upstream already has {self.fixed_if.strip()!r}")
+        return PatchProbe(PatchStatus.DRIFTED,
+                          "neither the original nor the patched snippet is there")
 
     def _variant_found(self, text: str, attr: str) -> Variant:
         for variant in self.variants:
@@ -133,7 +137,8 @@ class InsertInclude:
             return PatchProbe(PatchStatus.NOT_APPLIED)
         if anchors == 0:
             return PatchProbe(PatchStatus.DRIFTED, f"the anchor line {self.after!r} is not there")
-        return PatchProbe(PatchStatus.DRIFTED, f"the anchor line {self.after!r} occurs {anchors} times")
+        return PatchProbe(PatchStatus.DRIFTED,
+                          f"the anchor line {self.after!r} occurs {anchors} times")
 
     def forward(self, text: str | None) -> str:
         assert text is not None

@@ -1,8 +1,9 @@
 """The build plan as data: (combo env, recipes, request) -> per package, the ordered actions
 with their exact commands and environment, the named inputs, and one key over them.
 
-``--dry-run`` prints a plan, the executor (``pipeline``) runs the same plan, and the up-to-date
-and resume decisions compare its keys: there is no second code path that re-derives a step.
+``--dry-run`` prints a plan, the executor (``pipeline.executor``) runs the same plan, and the
+up-to-date and resume decisions compare its keys: there is no second code path that
+re-derives a step.
 Nothing here creates, fetches or builds anything.
 """
 

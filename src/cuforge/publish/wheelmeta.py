@@ -69,7 +69,8 @@ class BuiltAgainst:
 
 
 def target_of(directory: Path) -> BuiltAgainst | None:
-    """``.../cu130/torch2.14.1-cp311`` -> BuiltAgainst("cu130", "2.14.1", "cp311"); None elsewhere."""
+    """``.../cu130/torch2.14.1-cp311`` -> BuiltAgainst("cu130", "2.14.1", "cp311"); None
+    elsewhere."""
     m = _COMBO_DIR.match(directory.name)
     accel = directory.parent.name
     if not m or not re.fullmatch(r"cu\d+|cpu", accel):

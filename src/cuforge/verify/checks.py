@@ -1,6 +1,7 @@
 """Where a recipe's wheel meets the verification layer (``cuforge.verify``): its smoke script,
 the manifest's one-line summary of each check, the package log's record of them, and the arches
-a wheel really embeds. The build (``pipeline``) and ``cuforge verify`` (``verifycmd``) use them."""
+a wheel really embeds. The build (``pipeline.gate``) and ``cuforge verify``
+(``verify.command``) use them."""
 
 from __future__ import annotations
 

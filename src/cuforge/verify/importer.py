@@ -114,7 +114,8 @@ _TORCH_LIBS = re.compile(r"^lib(c10|torch|shm)[\w.-]*\.so")
 _MISSING = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
 
 
-def _without_torch(outcome: ProcessResult, modules: Sequence[str], *, timeout: float) -> CheckResult:
+def _without_torch(outcome: ProcessResult, modules: Sequence[str], *,
+                   timeout: float) -> CheckResult:
     """The verdict on the import without torch (and without LD_LIBRARY_PATH), as a user who
     imports this package first would see it: torch preloads CUDA libraries (libnvrtc, cuBLAS,
     ...) that a module may need but cannot find by itself. Says which, instead of passing
