@@ -4,7 +4,7 @@ environment for the user's own checkout, in one idempotent command.
 1. build the stack's wheels first when the wheelhouse lacks them or they are out of date;
 2. create or reuse the user's venv with uv and put the combo's torch in it;
 3. install the stack's wheels (and their runtime requirements, never another torch), then the
-   checkout's own requirements with torch and those wheels held (``cuforge.env.checkoutreqs``);
+   checkout's own requirements with torch and those wheels held (``cuforge.checkoutreqs``);
 4. apply the stack's patch set to the checkout;
 5. write the env file (each variable with its why) and hook it into ``bin/activate``;
 6. the model stage in that venv: every wheel imported together, then the checkout's own models
@@ -75,7 +75,7 @@ class Setup:
     missing: tuple[str, ...]             # no usable wheel in the wheelhouse yet
     house: Wheelhouse
     required: frozenset[str]             # the non-optional packages and their dependencies
-    target: Target                       # where the combo's code runs (cuforge.config.target)
+    target: Target                       # where the combo's code runs (cuforge.target)
 
 
 def env_file(venv_dir: Path, stack: str) -> Path:
