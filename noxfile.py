@@ -26,9 +26,9 @@ def _combo_ids() -> list[str]:
     combo without ``accel`` prints cuforge's one-line error and exits 2, not a traceback.
     Without cuforge importable (nox alone), envs/combos.toml is read directly."""
     try:
-        from cuforge.combos import load_combos
-        from cuforge.errors import CuforgeError
-        from cuforge.project import find_project
+        from cuforge.config.combos import load_combos
+        from cuforge.core.errors import CuforgeError
+        from cuforge.core.project import find_project
     except ImportError:
         data = tomllib.loads((ROOT / "envs" / "combos.toml").read_text())
         return [c.get("name") or f"{c['python']}-{c['accel']}" for c in data.get("combo", [])]

@@ -2,7 +2,7 @@
 mesh-convert, patch-milo, patch-pointcept, index, resolve, ci-matrix, ci-workflow.
 
 Each task is a ``cuforge`` command, and its options are read from the CLI's own parser
-(``cuforge.cli.command_options``): a flag exists in both or in neither. ``invoke --help X``
+(``cuforge.cli.parser.command_options``): a flag exists in both or in neither. ``invoke --help X``
 shows the CLI's help text for each option.
 """
 
@@ -15,7 +15,7 @@ from inspect import Parameter, Signature
 from invoke import Collection, Task
 from invoke.exceptions import Exit
 
-from cuforge.cli import command_options, command_positionals
+from cuforge.cli.parser import command_options, command_positionals
 
 
 def _cuforge(*args: str) -> None:

@@ -251,7 +251,7 @@ class Bench:
             if line.startswith("export "):
                 name, _, value = line.removeprefix("export ").partition("=")
                 env[name] = shlex.split(value)[0] if value else ""
-            elif line and not line.startswith("#") and "cuforge.builders.pep517" in line:
+            elif line and not line.startswith("#") and "cuforge.pipeline.builders.pep517" in line:
                 return env, shlex.split(line)
             elif line and not line.startswith("#"):
                 env = {}
@@ -448,8 +448,8 @@ def _timed_cold(bench: Bench, package: str, combo: str) -> tuple[float, float]:
 def spark_rows(bench: Bench, args) -> list[tuple]:
     """The demo cold cross-emulated (--emulated-combo), then fully aarch64 (spark-3.11 by the
     aarch64 cuforge in the emulation root): one run, one machine, the same arches."""
-    from cuforge import emulation, rootrun
-    from cuforge.project import find_project
+    from cuforge.env import emulation, rootrun
+    from cuforge.core.project import find_project
     project = find_project(ROOT)
     emu = emulation.for_platform(project, "linux-aarch64")
     venv = emu.home(project.state_dir) / "cuforge-venv" / "bin" / "cuforge"

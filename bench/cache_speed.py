@@ -76,8 +76,8 @@ def measure(package: str, combo: str, arches: str, env_dir: Path, srcs: list[str
 def combo_env(combo: str) -> Path:
     """The combo's existing env (built by a normal ``cuforge build`` first)."""
     sys.path.insert(0, str(ROOT / "src"))
-    from cuforge.combos import select_combo
-    from cuforge.project import find_project
+    from cuforge.config.combos import select_combo
+    from cuforge.core.project import find_project
     project = find_project(ROOT)
     found = project.state_dir / "envs" / select_combo(project, name=combo).env_id
     if not (found / "bin" / "python").exists():

@@ -3,7 +3,7 @@
 code lands in another module (issue 31's measure of how spread out one decision is).
 
 usage: python devtools/stays.py [--depth N] [--src DIR] [--show] [MODULE:FUNCTION]
-       default: cuforge.pipeline:build, depth 3, src/
+       default: cuforge.pipeline.executor:build, depth 3, src/
 
 The reader starts in the function, reads its calls in source order and follows each one that
 lands in a function of the package (a module-level function, a class - its ``__init__`` - or a
@@ -215,7 +215,7 @@ def stays(start: FuncKey, modules: dict[str, Module], depth: int,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("start", nargs="?", default="cuforge.pipeline:build")
+    parser.add_argument("start", nargs="?", default="cuforge.pipeline.executor:build")
     parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1] / "src")
     parser.add_argument("--show", action="store_true", help="list the stays in order")

@@ -18,10 +18,10 @@ TEST_COMBO = "3.11-cu130"
 def pytest_sessionstart(session) -> None:
     if os.environ.get("CUFORGE_TEST_TORCH_PYTHON") or os.environ.get("CUFORGE_TEST_NO_ENV"):
         return
-    from cuforge.combos import select_combo
-    from cuforge.project import find_project
-    from cuforge.target import resolve
-    from cuforge.venv import prepare
+    from cuforge.config.combos import select_combo
+    from cuforge.core.project import find_project
+    from cuforge.config.target import resolve
+    from cuforge.env.venv import prepare
 
     project = find_project(ROOT)
     combo = select_combo(project, name=TEST_COMBO)

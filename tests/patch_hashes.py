@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from cuforge.errors import PatchError
+from cuforge.core.errors import PatchError
 from cuforge.patching.pyfunc import code_hash, find_definition
 
 

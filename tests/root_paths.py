@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cuforge.rootrun import Entry
+from cuforge.env.rootrun import RootEntry
 
 
-def host_path(e: Entry, inside: str) -> Path:
+def host_path(e: RootEntry, inside: str) -> Path:
     """Where the file that ``inside`` names in the root lies on the host, symlinks followed as
     the target follows them (an absolute link in a bound directory points into the root).
 
-    >>> e = Entry("/r", ("/work/p",), "/", ("true",), {})
+    >>> e = RootEntry("/r", ("/work/p",), "/", ("true",), {})
     >>> host_path(e, "/work/p/x"), host_path(e, "/usr/bin/env")
     (PosixPath('/work/p/x'), PosixPath('/r/usr/bin/env'))
     """

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from cuforge.rootrun import Entry
+from cuforge.env.rootrun import RootEntry
 from root_paths import host_path
 
 _EXEC = re.compile(r'^(\d+) +execve\("((?:[^"\\]|\\.)*)", \[(.*)')
@@ -66,9 +66,9 @@ def argv(args: str) -> list[str]:
 
 def after_entering(found: list[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
     """The execs inside the root: from the one in which the process that ran
-    ``python -m cuforge.rootrun`` (host Python, doing the mounts) became the command."""
+    ``python -m cuforge.env.rootrun`` (host Python, doing the mounts) became the command."""
     for i, (pid, _, args) in enumerate(found):
-        if argv(args)[1:3] == ["-m", "cuforge.rootrun"]:
+        if argv(args)[1:3] == ["-m", "cuforge.env.rootrun"]:
             later = [j for j in range(i + 1, len(found)) if found[j][0] == pid]
             return found[later[0]:] if later else []
     return []
@@ -84,7 +84,7 @@ def machine_of(file: Path) -> str:
         return ""
 
 
-def machines(entry: Entry, found: list[tuple[int, str, str]]) -> list[Ran]:
+def machines(entry: RootEntry, found: list[tuple[int, str, str]]) -> list[Ran]:
     """What each exec ran: the ELF file, or for a script the interpreter chain's ELF file."""
     out = []
     for _, path, args in found:

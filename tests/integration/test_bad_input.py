@@ -20,9 +20,9 @@ from typing import Callable
 
 import pytest
 
-from cuforge.errors import (ConfigError, PatchError, SourceError, ToolchainError, VerifyError,
+from cuforge.core.errors import (ConfigError, PatchError, SourceError, ToolchainError, VerifyError,
                             WheelhouseError, BuildError, MissingWheelError)
-from cuforge.wheelhouse import Entry, Wheelhouse
+from cuforge.publish.wheelhouse import Entry, Wheelhouse
 
 from reliability_project import (COMBO_DIR, ROOT, build, cuforge, link_combo_env, make_project,
                                  wheelhouse_snapshot)

@@ -1,4 +1,4 @@
-"""Build dependencies are installed once (cuforge.builddeps): the shape of spconv on cumm - a
+"""Build dependencies are installed once (cuforge.env.builddeps): the shape of spconv on cumm - a
 dependency wheel that installs headers, generated sources (rewritten only when their text
 differs, as pccm does) compiled by ninja with gcc depfiles. A second build with nothing changed
 skips the install and ninja has no work; a forced reinstall of the same wheel (what cuforge
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.builddeps import install_step, installed_identically
+from cuforge.env.builddeps import install_step, installed_identically
 
 pytestmark = pytest.mark.skipif(not shutil.which("ninja") or not shutil.which("g++"),
                                 reason="needs ninja and g++")

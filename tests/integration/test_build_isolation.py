@@ -1,5 +1,5 @@
 """A package's build never sees an installed copy of itself, and build dependencies stay out of
-the combo env (cuforge.builddeps). The H200 bug in small: cumm's setup.py appends its own dir
+the combo env (cuforge.env.builddeps). The H200 bug in small: cumm's setup.py appends its own dir
 to sys.path and generates code from where ``import cumm`` found it; spconv's build had cumm
 installed into the build interpreter, so a later ``--rebuild`` of cumm imported that copy and
 made a broken wheel. Fixture: tests/fixtures/upstream/selfimport (gen: cumm's shape, genuser:
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.builddeps import require_not_installed
-from cuforge.errors import BuildError
+from cuforge.env.builddeps import require_not_installed
+from cuforge.core.errors import BuildError
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "upstream" / "selfimport"

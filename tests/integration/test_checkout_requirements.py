@@ -1,4 +1,4 @@
-"""The checkout's own requirements (cuforge.checkoutreqs) installed by the real pip and uv into
+"""The checkout's own requirements (cuforge.env.checkoutreqs) installed by the real pip and uv into
 a real venv, offline, from a --find-links dir of wheels written here: torch and a stack wheel are
 held by the constraint, a requirement that wants another torch is refused and torch stays, one
 without a wheel for this Python and one on no index are named with the reason, the rest goes in.
@@ -19,13 +19,14 @@ import verify_builders as vb  # noqa: E402
 
 from rich.console import Console  # noqa: E402
 
-from cuforge import tools, venv, workstation  # noqa: E402
-from cuforge.checkoutreqs import (CheckoutRequirement, IndexOptions, constraints,  # noqa: E402
+from cuforge.env import programs, venv
+from cuforge.workstation import decision, installs  # noqa: E402
+from cuforge.env.checkoutreqs import (CheckoutRequirement, IndexOptions, constraints,  # noqa: E402
                                   install, parse_requirements_file)
-from cuforge.combos import select_combo, with_overrides  # noqa: E402
-from cuforge.errors import ConfigError, ToolchainError  # noqa: E402
-from cuforge.project import find_project  # noqa: E402
-from cuforge.target import resolve  # noqa: E402
+from cuforge.config.combos import select_combo, with_overrides  # noqa: E402
+from cuforge.core.errors import ConfigError, ToolchainError  # noqa: E402
+from cuforge.core.project import find_project  # noqa: E402
+from cuforge.config.target import resolve  # noqa: E402
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 _MACHINE = __import__("platform").machine()
@@ -155,8 +156,8 @@ def test_requirements_file_lines_and_their_sources(tmp_path: Path) -> None:
 
 
 def test_the_stacks_name_their_requirements() -> None:
-    from cuforge.project import find_project
-    from cuforge.stacks import load_stack
+    from cuforge.core.project import find_project
+    from cuforge.config.stacks import load_stack
     project = find_project(Path(__file__).resolve().parents[2])
     pointcept, milo = load_stack(project, "pointcept"), load_stack(project, "milo")
     assert milo.requirements_file == "requirements.txt" and not milo.requirements
@@ -228,7 +229,7 @@ def test_a_torch_seen_through_the_pth_satisfies_requirements_that_need_it(
     if not uv_here:
         def no_uv() -> str:
             raise ToolchainError("uv is not installed")
-        monkeypatch.setattr(tools, "find_uv", no_uv)
+        monkeypatch.setattr(programs, "find_uv", no_uv)
     links = tmp_path / "links"
     _wheel(links, "timm-like", "1.0", requires=["torch"])
     _wheel(links, "pins-this-torch", "1.0", requires=["torch==2.11.0"])
@@ -240,19 +241,19 @@ def test_a_torch_seen_through_the_pth_satisfies_requirements_that_need_it(
     venv_dir = checkout / ".venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv_dir)], check=True)
     python = venv_dir / "bin" / "python"
-    workstation._link_site_packages(python, interpreter_with_torch)
+    installs.link_site_packages(python, interpreter_with_torch)
     assert _version(python, "torch") == "2.11.0"          # seen through the .pth only
 
     project = find_project(Path(__file__).resolve().parents[2])
     combo = replace(with_overrides(select_combo(project, name="h200"),
                                    interpreter=str(interpreter_with_torch)),
                     python="%d.%d" % sys.version_info[:2])      # the interpreter's Python here
-    req = workstation.SetupRequest("milo", checkout, venv_dir, combo,
-                                   index=IndexOptions((links,), no_index=True))
-    p = workstation.decide(project, req, resolve(project, combo))
-    held = constraints([("torch", workstation.dist_version(python, "torch"))])
-    missing = workstation._install_checkout_requirements(python, p, req, held,
-                                                         Console(quiet=True))
+    req = decision.SetupRequest("milo", checkout, venv_dir, combo,
+                                index=IndexOptions((links,), no_index=True))
+    p = decision.decide(project, req, resolve(project, combo))
+    held = constraints([("torch", installs.dist_version(python, "torch"))])
+    missing = installs.install_checkout_requirements(python, p, req, held,
+                                                     Console(quiet=True)).missing
     for name in ("timm-like", "pins-this-torch"):
         assert _version(python, name) == "1.0", f"{name} was not installed"
     assert [m.requirement.name for m in missing] == ["wants-old-torch"]

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from cuforge import ci
-from cuforge.combos import load_combos
-from cuforge.errors import ConfigError
-from cuforge.project import Project, find_project
+from cuforge.config import ci
+from cuforge.config.combos import load_combos
+from cuforge.core.errors import ConfigError
+from cuforge.core.project import Project, find_project
 
 PROJECT = find_project()
 
@@ -54,7 +54,7 @@ def test_matrix_has_one_entry_per_ci_combo():
 def test_every_ci_combo_builds_the_stacks_not_the_demo_alone():
     """What people install: every package of the milo and pointcept stacks (optional ones
     too), dependencies first, the system headers they need, and both stacks' model stages."""
-    from cuforge.stacks import load_stack
+    from cuforge.config.stacks import load_stack
     wanted = {p for name in ("milo", "pointcept") for stack in [load_stack(PROJECT, name)]
               for p in (*stack.packages, *stack.optional)}
     for e in ci.matrix(PROJECT):
@@ -115,9 +115,9 @@ def test_committed_workflow_is_current_and_lints_clean():
     milo = next(r for r in stages if "setup milo" in r)
     assert "checkout --quiet 0c38aa65f8b768513964f13246ef1ae54f001c70" in milo
     assert runs.index(milo) > next(i for i, r in enumerate(runs) if r.startswith("cuforge verify"))
-    from cuforge.cli import _parser
+    from cuforge.cli.parser import make_parser
     setup_line = milo.splitlines()[-1].replace("${{ matrix.combo }}", "3.11-cu130").split()
-    args = _parser().parse_args(setup_line[1:])       # a command the CLI really takes
+    args = make_parser().parse_args(setup_line[1:])       # a command the CLI really takes
     assert args.no_build and args.stack == "milo"
     assert any("--only ${{ matrix.only }}" in s.get("run", "") for s in build["steps"])
     uploads = [s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]

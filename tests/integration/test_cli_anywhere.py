@@ -57,7 +57,7 @@ def test_explicit_root_wins_and_bad_root_names_the_fix(tmp_path: Path) -> None:
                     reason="needs uv")
 def test_installed_wheel_carries_its_project(tmp_path: Path) -> None:
     """A non-editable install has no checkout: the wheel's bundled envs/, patches/ are used."""
-    from cuforge.tools import find_uv
+    from cuforge.env.programs import find_uv
     uv = find_uv()
     subprocess.run([uv, "build", "--wheel", "-q", "-o", str(tmp_path / "dist"), str(REPO)],
                    check=True)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge.builders import cmake_seed  # noqa: E402
+from cuforge.pipeline.builders import cmake_seed  # noqa: E402
 
 pytestmark = pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
 

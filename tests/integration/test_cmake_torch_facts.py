@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge.builders.cmake import torch_defines  # noqa: E402
-from cuforge.torchinfo import probe  # noqa: E402
+from cuforge.pipeline.builders.cmake import torch_defines  # noqa: E402
+from cuforge.env.torchinfo import probe  # noqa: E402
 
 pytestmark = pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
 

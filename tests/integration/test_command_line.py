@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import __version__, errors
-from cuforge.cli import _parser
+from cuforge import __version__
+from cuforge.core import errors
+from cuforge.cli.parser import make_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -63,7 +64,7 @@ def test_help_is_plain_text_with_whole_sentences_and_the_exit_codes():
 
 
 def test_every_option_has_help_and_no_empty_choice():
-    parser = _parser()
+    parser = make_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     for name, command in sub.choices.items():
         for action in command._actions:
@@ -111,8 +112,8 @@ def test_not_a_wheel_names_the_wheelhouse_dirs(tmp_path):
 
 
 def _house_with_a_wheel(tmp_path: Path) -> Path:
-    from cuforge.digest import sha256_of
-    from cuforge.wheelhouse import Entry, Wheelhouse
+    from cuforge.core.digest import sha256_of
+    from cuforge.publish.wheelhouse import Entry, Wheelhouse
     import zipfile
     house = tmp_path / "wh" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
     house.mkdir(parents=True)

@@ -214,7 +214,7 @@ exit 101
 
 
 def test_a_compile_that_fails_inside_sccache_is_built_again_without_it(tmp_path):
-    from cuforge.compiler_cache import find_sccache
+    from cuforge.pipeline.compiler_cache import find_sccache
     real = find_sccache()
     if real is None:
         pytest.skip("sccache is not installed")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.wheelmeta import torch_requirement
+from cuforge.publish.wheelmeta import torch_requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 COMBO_DIR = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
@@ -48,7 +48,7 @@ def test_wheel_lands_in_the_combo_directory_with_a_manifest(built):
     assert entry["checks"]["import"].startswith("pass")
     assert entry["checks"]["smoke"].startswith("skipped")      # no GPU here: never "pass"
     assert "compiled" in (wh / COMBO_DIR / "manifest.txt").read_text()
-    # what it was built against is pinned into the published wheel (cuforge.wheelmeta)
+    # what it was built against is pinned into the published wheel (cuforge.publish.wheelmeta)
     assert wheels[0].name == "cuforge_demo-0.1.0+cu130torch2.14.1-cp311-cp311-linux_x86_64.whl"
     assert entry["version"] == "0.1.0+cu130torch2.14.1"
     assert entry["upstream_wheel"] == "cuforge_demo-0.1.0-cp311-cp311-linux_x86_64.whl"
@@ -125,7 +125,7 @@ def test_dry_run_prints_commands_and_env_and_builds_nothing(built, tmp_path):
     assert "export TORCH_CUDA_ARCH_LIST='9.0;12.0+PTX'" in text
     assert "export CUDAARCHS='90-real;120'" in text
     assert "export CUDA_HOME=" in text and "export NVCC_APPEND_FLAGS='-t " in text
-    assert "-m cuforge.builders.pep517 --python " in text   # one build_wheel call, no pip
+    assert "-m cuforge.pipeline.builders.pep517 --python " in text   # one build_wheel call, no pip
     assert "cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real;120" in text
     assert not (tmp_path / "wh").exists()
 
@@ -172,8 +172,8 @@ def test_an_indexed_wheelhouse_follows_build_rebuild(built):
     """`cuforge index`, then `build --rebuild` into the same directory: the publish rewrites
     the index, which lists the new wheel's sha256, and `cuforge verify` (which checks the index
     first) passes."""
-    from cuforge.digest import sha256_of
-    from cuforge.index import problems
+    from cuforge.core.digest import sha256_of
+    from cuforge.publish.index import problems
     wh, env, _ = built
     d = wh / COMBO_DIR
     assert cuforge("index", str(wh), env=env).returncode == 0

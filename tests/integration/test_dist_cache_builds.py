@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.compiler_cache import find_sccache
-from cuforge.dist_cache import probe
+from cuforge.pipeline.compiler_cache import find_sccache
+from cuforge.pipeline.dist_cache import probe
 from test_compiler_cache_builds import COMBO_DIR, ROOT, Clone, _combo_env
 
 pytestmark = pytest.mark.slow

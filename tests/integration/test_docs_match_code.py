@@ -1,14 +1,16 @@
 """Facts the docs state that the code holds, read against the code (as test_documented_commands
 does for commands): the check list, a sample verdict line, the directories under .cuforge/ and
-how their per-combo parts are named. (Exit codes: test_command_line.py.)"""
+how their per-combo parts are named, the map of every module. (Exit codes:
+test_command_line.py.)"""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
-from cuforge.combos import select_combo
-from cuforge.project import find_project
+from cuforge.config.combos import select_combo
+from cuforge.core.project import find_project
 from cuforge.verify.report import CHECKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +62,7 @@ def _state_dirs() -> set[str]:
         names |= set(re.findall(r'state_dir / "([a-z-]+)"', text))
     # compiler_cache names the state dir `state`
     names |= set(re.findall(r'\bstate / "([a-z-]+)"',
-                            SOURCES[ROOT / "src" / "cuforge" / "compiler_cache.py"]))
+                            SOURCES[ROOT / "src" / "cuforge" / "pipeline" / "compiler_cache.py"]))
     return names
 
 
@@ -111,10 +113,10 @@ def test_the_heartbeat_promise_is_the_code():
     every = _re.search(r"`\.\.\. still running: <package>: [^`]+` every (\d+) s "
                        r"\(`CUFORGE_HEARTBEAT_S`\)", text)
     assert every, "the heartbeat promise moved"
-    console = SOURCES[ROOT / "src" / "cuforge" / "console.py"]
+    console = SOURCES[ROOT / "src" / "cuforge" / "core" / "console.py"]
     assert f'os.environ.get("CUFORGE_HEARTBEAT_S") or {every.group(1)})' in console
     assert 'f"... still running: {what}"' in console
-    venv_src = SOURCES[ROOT / "src" / "cuforge" / "venv.py"]
+    venv_src = SOURCES[ROOT / "src" / "cuforge" / "env" / "venv.py"]
     for said in ("creating the <combo> env", "created the <combo> env in"):
         assert said in text
         assert said.replace("<combo>", "{combo.id}") in venv_src, said
@@ -123,7 +125,7 @@ def test_the_heartbeat_promise_is_the_code():
 def test_exit_codes_named_in_the_docs_are_errors_py():
     """Every "`<label>` (exit N)" and "<Kind> (exit code N)" in the docs is errors.py's."""
     import re as _re
-    from cuforge import errors
+    from cuforge.core import errors
     kinds = [errors.CuforgeError, *errors.CuforgeError.__subclasses__()]
     by_label = {k.label: k.exit_code for k in kinds}
     by_name = {k.__name__: k.exit_code for k in kinds}
@@ -138,3 +140,39 @@ def test_exit_codes_named_in_the_docs_are_errors_py():
                 seen.append((name, kind, int(code), by_name[kind]))
     assert seen
     assert not [s for s in seen if s[2] != s[3]], seen
+
+
+def map_entries(section: str) -> list[str]:
+    """The modules docs/how-it-works.md's map lists, as paths under src/: a folder line
+    (``    cuforge/env/``) then its modules (``      venv.py   ...``)."""
+    entries, folder = [], None
+    for line in section.splitlines():
+        if m := re.match(r"^ {4}(cuforge/[a-z_/]*)", line):
+            folder = m.group(1).rstrip("/")
+        elif (m := re.match(r"^ {6}([a-z_0-9]+\.py)\b", line)) and folder:
+            entries.append(f"{folder}/{m.group(1)}")
+    return entries
+
+
+def _docstring_only(text: str) -> bool:
+    body = ast.parse(text).body
+    return len(body) == 1 and isinstance(body[0], ast.Expr)
+
+
+def test_the_map_lists_every_module_under_its_folder():
+    """Every module, and every folder (a package whose __init__.py holds only its docstring
+    is its folder's line)."""
+    section = DOCS["docs/how-it-works.md"].split("## The map")[1].split("\n## ")[0]
+    listed = map_entries(section)
+    modules = sorted(p.relative_to(ROOT / "src").as_posix() for p, text in SOURCES.items()
+                     if not (p.name == "__init__.py" and _docstring_only(text)))
+    folders = {p.parent.relative_to(ROOT / "src").as_posix() for p in SOURCES}
+    assert sorted(set(listed)) == sorted(listed), "a module listed twice"
+    assert sorted(listed) == modules
+    assert {f.rstrip("/") for f in re.findall(r"^ {4}(cuforge/[a-z_/]*)", section, re.M)} == folders
+
+
+def test_the_map_reader_sees_folders_and_modules():
+    text = "    cuforge/env/        envs\n      venv.py   the env\n" \
+           "                        more about it.py\n    cuforge/\n      __main__.py  main\n"
+    assert map_entries(text) == ["cuforge/env/venv.py", "cuforge/__main__.py"]

@@ -15,11 +15,11 @@ from rich.console import Console
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge import gpu  # noqa: E402
-from cuforge.arches import Arch  # noqa: E402
-from cuforge.doctor import run_doctor, wheel_runs_on  # noqa: E402
-from cuforge.project import find_project  # noqa: E402
-from cuforge.wheelhouse import Entry, Wheelhouse  # noqa: E402
+from cuforge.workstation import gpu  # noqa: E402
+from cuforge.config.arches import Arch  # noqa: E402
+from cuforge.workstation.doctor import run_doctor, wheel_runs_on  # noqa: E402
+from cuforge.core.project import find_project  # noqa: E402
+from cuforge.publish.wheelhouse import Entry, Wheelhouse  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SM90_PTX = ("-gencode", "arch=compute_90,code=[sm_90,compute_90]")

@@ -74,8 +74,8 @@ def nox_sessions() -> set[str]:
 
 @cache
 def cli_commands() -> set[str]:
-    from cuforge.cli import _parser
-    parser = _parser()
+    from cuforge.cli.parser import make_parser
+    parser = make_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     return set(sub.choices)
 

@@ -20,8 +20,9 @@ import pytest
 from elftools.elf.elffile import ELFFile
 from packaging.utils import parse_wheel_filename
 
-from cuforge import emulation, platforms
-from cuforge.project import find_project
+from cuforge.env import emulation, emulation_setup
+from cuforge.config import platforms
+from cuforge.core.project import find_project
 
 ROOT = Path(__file__).resolve().parents[2]
 COMBO = "spark-emulated"
@@ -34,7 +35,7 @@ pytestmark = [pytest.mark.slow,
 def _emulation_or_skip() -> None:
     project = find_project(ROOT)
     emu = emulation.for_platform(project, "linux-aarch64")
-    bad = [f for f in emulation.check(project.state_dir, emu) if not f.ok]
+    bad = [f for f in emulation_setup.check(project.state_dir, emu) if not f.ok]
     if bad:
         why = f"aarch64 emulation unusable: {bad[0].what} (fix: {bad[0].fix})"
         if os.environ.get("CUFORGE_REQUIRE_EMULATION"):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import errors
-from cuforge.cli import _parser
-from cuforge.wheelhouse import Entry, Wheelhouse
+from cuforge.core import errors
+from cuforge.cli.parser import make_parser
+from cuforge.publish.wheelhouse import Entry, Wheelhouse
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def test_each_error_kind_has_its_own_code():
 
 
 def _subcommands() -> list[str]:
-    sub = next(a for a in _parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    sub = next(a for a in make_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
     return list(sub.choices)
 
 

@@ -1,4 +1,4 @@
-"""Every phase survives a SIGKILL (``CUFORGE_FAULT=<point>``, see cuforge.faults).
+"""Every phase survives a SIGKILL (``CUFORGE_FAULT=<point>``, see cuforge.core.faults).
 
 One project walks through every point in build order: each run is killed at the next point,
 so each run is also "the next run" of the previous kill and must get past the phase that was
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.faults import POINTS
+from cuforge.core.faults import POINTS
 
 from reliability_project import (COMBO_DIR, alive, assert_only_verified_wheels, build,
                                  link_combo_env, make_project, manifest_lines)
@@ -105,13 +105,13 @@ def test_every_point_is_killed_and_the_next_run_recovers(tmp_path):
     assert [line["status"] for line in manifest_lines(proj)] == ["compiled"]
     assert "tinyext" in (house / "manifest.txt").read_text()
     assert not [p for p in house.iterdir() if p.name.startswith((".incoming-", ".table-"))]
-    assert seen == list(POINTS)    # every point of cuforge.faults was exercised, in order
+    assert seen == list(POINTS)    # every point of cuforge.core.faults was exercised, in order
 
 
 def test_cuforge_killed_alone_leaves_no_compiler_and_the_next_run_resumes(tmp_path):
     """The OOM killer's way: SIGKILL of the cuforge process only, while the build step runs
     a "compiler" in the tree and one that left it (``setsid``). Both are gone within 5 s of
-    cuforge's death (the supervisor, cuforge.supervisor), and the next run builds."""
+    cuforge's death (the supervisor, cuforge.core.supervisor), and the next run builds."""
     proj = make_project(tmp_path)
     link_combo_env(proj)
     pidfile = tmp_path / "setup.pid"

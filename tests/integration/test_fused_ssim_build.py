@@ -62,7 +62,7 @@ def built(tmp_path_factory):
                           "--only", "fused-ssim", "--cuda-arch", REQUEST, "--jobs", "2"],
                          env=env, capture_output=True, check=False, text=True)
     yield {"out": out, "wh": wh / COMBO_DIR}
-    from cuforge.sources import _mirror_path
+    from cuforge.pipeline.sources import _mirror_path
     mirror = _mirror_path(STATE / "cache" / "git", url)
     shutil.rmtree(mirror, ignore_errors=True)
     Path(f"{mirror}.lock").unlink(missing_ok=True)

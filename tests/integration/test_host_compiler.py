@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import hostcxx
-from cuforge.errors import ToolchainError
-from cuforge.toolchain import Toolkit, build_environment
-from cuforge.arches import parse_arch_list
+from cuforge.env import hostcxx
+from cuforge.core.errors import ToolchainError
+from cuforge.env.toolchain import Toolkit, build_environment
+from cuforge.config.arches import parse_arch_list
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 

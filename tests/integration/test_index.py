@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from loopback_index import pypiserver
 
-from cuforge.errors import VerifyError
-from cuforge.wheelhouse import write_indexes
-from cuforge.wheelmeta import torch_requirement
-from cuforge.tools import find_uv
+from cuforge.core.errors import VerifyError
+from cuforge.publish.wheelhouse import write_indexes
+from cuforge.publish.wheelmeta import torch_requirement
+from cuforge.env.programs import find_uv
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 PYPI = "https://pypi.org/simple/"   # torch's usual index for cu130
@@ -179,7 +179,7 @@ def test_torch_resolves_from_its_usual_index(indexed, tmp_path, tool):
     indexes = [m.as_uri() for m in MIRRORS if m.is_dir()] + [PYPI]
     extra = [a for url in indexes for a in ("--extra-index-url", url)]
     # the real wrong torch on offer too, as this machine's pip config offers it: the pin
-    # (cuforge.wheelmeta) must leave it out
+    # (cuforge.publish.wheelmeta) must leave it out
     extra += ["--find-links", str(WRONG_TORCH)] if WRONG_TORCH.is_dir() else []
     if tool == "pip":
         proc = _pip(py, "--dry-run", "--index-url", (indexed / "simple").as_uri(), *extra,

@@ -1,4 +1,4 @@
-"""A wheelhouse directory's index follows every publish into it (cuforge.index.refresh, run by
+"""A wheelhouse directory's index follows every publish into it (cuforge.publish.index.refresh, run by
 Wheelhouse.publish under its lock): a rebuild (same file name, new bytes) installs from the index
 at once, with pip and uv, from ``file://`` and over HTTP; a publish killed between the wheel's
 rename and the index leaves an index that still installs (the bytes it lists) and that
@@ -29,10 +29,10 @@ sys.path.insert(0, str(FIXTURES))
 import verify_builders as vb  # noqa: E402
 from loopback_index import pypiserver  # noqa: E402
 
-from cuforge import index  # noqa: E402
-from cuforge.digest import sha256_of  # noqa: E402
-from cuforge.venv import find_uv  # noqa: E402
-from cuforge.wheelhouse import Wheelhouse, write_indexes  # noqa: E402
+from cuforge.publish import index  # noqa: E402
+from cuforge.core.digest import sha256_of  # noqa: E402
+from cuforge.env.venv import find_uv  # noqa: E402
+from cuforge.publish.wheelhouse import Wheelhouse, write_indexes  # noqa: E402
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 PUBLISH = r"""
@@ -40,8 +40,8 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import verify_builders as vb
-from cuforge.digest import sha256_of
-from cuforge.wheelhouse import Entry, Wheelhouse
+from cuforge.core.digest import sha256_of
+from cuforge.publish.wheelhouse import Entry, Wheelhouse
 directory, scratch, package, builds = Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], sys.argv[5:]
 for build in builds:
     w = vb.make_wheel(scratch / build, package, {package.replace("-", "_") + ".py":

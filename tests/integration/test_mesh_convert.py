@@ -12,8 +12,8 @@ trimesh = pytest.importorskip("trimesh")
 pytest.importorskip("fast_simplification")
 np = pytest.importorskip("numpy")
 
-from cuforge.errors import ConfigError  # noqa: E402
-from cuforge.mesh import MeshOptions, convert, vertex_colors  # noqa: E402
+from cuforge.core.errors import ConfigError  # noqa: E402
+from cuforge.workstation.mesh import MeshOptions, convert, vertex_colors  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """No compiler outlives cuforge, however it dies (docs/reliability.md, "No compiler outlives
-cuforge"). Real processes: a small driver runs one step through ``cuforge.runner`` - a
+cuforge"). Real processes: a small driver runs one step through ``cuforge.core.runner`` - a
 "build" whose compiler stays in its process group and a second one that leaves it with
 ``setsid`` (as a daemonised tool does) - and the test kills the driver the way each death
 happens. Within 5 s neither "compiler" may be left. The full-build case (cuforge killed alone
@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 DRIVER = """
 import sys
 from pathlib import Path
-from cuforge.runner import Step, run
+from cuforge.core.runner import Step, run
 pids = Path(sys.argv[1])
 script = f"setsid sleep 301 & echo $! > {pids}.escaped; sleep 302 & echo $! > {pids}.group; wait"
 try:
@@ -92,8 +92,8 @@ def test_no_compiler_is_left_5_s_after_cuforge_dies(tmp_path, death):
 
 
 def test_a_normal_end_keeps_the_exit_status_and_output(tmp_path):
-    from cuforge.errors import BuildError
-    from cuforge.runner import Step, run
+    from cuforge.core.errors import BuildError
+    from cuforge.core.runner import Step, run
     assert run(Step(("sh", "-c", "echo hello; exit 0"))) == "hello\n"
     with pytest.raises(BuildError, match="exit 3"):
         run(Step(("sh", "-c", "exit 3")))

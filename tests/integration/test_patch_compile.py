@@ -117,7 +117,7 @@ def test_flash_attn_arch_flags_give_that_device_code(tmp_path: Path, archs: str,
     import json
     import sys
 
-    from cuforge.arches import parse_arch_list
+    from cuforge.config.arches import parse_arch_list
     from cuforge.verify.fatbin import check_fatbin, read_fatbin
     root = patched_tree(tmp_path, "flash-attn", "flash_attn")
     nvcc = shutil.which("nvcc")

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from cuforge.errors import PatchError
-from cuforge.patching import Status, apply, check, load_patch_set, revert
+from cuforge.core.errors import PatchError
+from cuforge.patching import PatchStatus, apply, check, load_patch_set, revert
 
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
@@ -66,12 +66,12 @@ def test_apply_check_idempotent_revert(tmp_path: Path, name: str) -> None:
     root = copy_tree(tmp_path, TREES[name])
     pristine = snapshot(root)
 
-    assert {r.status for r in check(ps, root)} == {Status.NOT_APPLIED}
+    assert {r.status for r in check(ps, root)} == {PatchStatus.NOT_APPLIED}
     assert {r.action for r in apply(ps, root, dry_run=True)} == {"would apply"}
     assert snapshot(root) == pristine
 
     apply(ps, root)
-    assert {r.status for r in check(ps, root)} == {Status.APPLIED}
+    assert {r.status for r in check(ps, root)} == {PatchStatus.APPLIED}
     once = snapshot(root)
     assert once != pristine
     assert {r.action for r in apply(ps, root)} == {"already applied"}
@@ -79,7 +79,7 @@ def test_apply_check_idempotent_revert(tmp_path: Path, name: str) -> None:
 
     revert(ps, root)
     assert snapshot(root) == pristine
-    assert {r.status for r in check(ps, root)} == {Status.NOT_APPLIED}
+    assert {r.status for r in check(ps, root)} == {PatchStatus.NOT_APPLIED}
 
 
 @pytest.mark.parametrize(
@@ -196,7 +196,7 @@ def test_upstream_if_opt_guard_makes_the_opt_patch_not_needed(tmp_path: Path, na
     root = copy_tree(tmp_path, f"pointcept_libs/opt_guarded/libs/{name}")
     pristine = snapshot(root)
     results = {r.patch_id: r for r in apply(ps, root)}
-    assert results["opt-none-guard"].status is Status.NOT_NEEDED
+    assert results["opt-none-guard"].status is PatchStatus.NOT_NEEDED
     assert "if opt" in results["opt-none-guard"].detail
     if name == "pointops":
         assert snapshot(root) == pristine
@@ -314,7 +314,7 @@ def test_cumm_native_arches_not_needed_when_upstream_has_12_1(tmp_path: Path) ->
         .replace("    supported_arches += ['5.3', '6.2', '7.2', '8.7']\n", "    supported_arches += ['5.3', '8.7']\n")
     )
     (result,) = apply(load_patch_set("cumm-native-arches", PATCHES), root)
-    assert result.status is Status.NOT_NEEDED
+    assert result.status is PatchStatus.NOT_NEEDED
 
 
 def test_recipes_name_the_sets() -> None:

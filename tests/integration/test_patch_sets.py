@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fixture_sets import fixture_set
 
-from cuforge.errors import PatchError
-from cuforge.patching import Status, apply, available_sets, check, load_patch_set, revert
+from cuforge.core.errors import PatchError
+from cuforge.patching import PatchStatus, apply, available_sets, check, load_patch_set, revert
 
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
@@ -54,12 +54,12 @@ def test_apply_check_idempotent_revert(tmp_path: Path, name: str) -> None:
     ps = fixture_set(name, root)
     pristine = snapshot(root)
 
-    assert all(r.status is Status.NOT_APPLIED for r in check(ps, root))
+    assert all(r.status is PatchStatus.NOT_APPLIED for r in check(ps, root))
     assert {r.action for r in apply(ps, root, dry_run=True)} == {"would apply"}
     assert snapshot(root) == pristine
 
     apply(ps, root)
-    assert all(r.status is Status.APPLIED for r in check(ps, root))
+    assert all(r.status is PatchStatus.APPLIED for r in check(ps, root))
     patched = snapshot(root)
     assert {r.action for r in apply(ps, root)} == {"already applied"}
     assert snapshot(root) == patched
@@ -176,7 +176,7 @@ def test_a_checkout_without_in1d_gets_one_not_needed_row(tmp_path: Path) -> None
     for path in root.rglob("*.py"):       # a newer checkout: np.isin already, no cuforge marker
         path.write_text(path.read_text().replace("  # cuforge: np.in1d is gone in NumPy 2", ""))
     rows = [r for r in check(load_patch_set("pointcept", PATCHES), root) if r.patch_id == "numpy2-isin"]
-    assert [(r.status, r.file) for r in rows] == [(Status.NOT_NEEDED, "**/*.py")]
+    assert [(r.status, r.file) for r in rows] == [(PatchStatus.NOT_NEEDED, "**/*.py")]
 
 
 def test_edited_after_patching_reverts_by_the_markers(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """cuforge's shim does pccm's code generation once per build dir while its inputs stay the
-same (src/cuforge/builders/shim/cuforge_pccm.py): spconv's rerun after a kill spent ~12 s
+same (src/cuforge/pipeline/builders/shim/cuforge_pccm.py): spconv's rerun after a kill spent ~12 s
 generating the same code again before ninja resumed. A real interpreter with the shim on
 PYTHONPATH runs a setup.py against a pccm-shaped builder (tests/fixtures/pccm_shape) that
 generates real sources, and ninja compiles them with g++."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import cuforge.builders.setuptools as setuptools_kind
+import cuforge.pipeline.builders.setuptools as setuptools_kind
 
 pytestmark = pytest.mark.skipif(not shutil.which("ninja") or not shutil.which("g++"),
                                 reason="needs ninja and g++")

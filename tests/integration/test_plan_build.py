@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.errors import ToolchainError
+from cuforge.core.errors import ToolchainError
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -113,7 +113,7 @@ def _dry_run_commands(text: str) -> list[dict]:
 def _built(ran: list[dict]) -> list[str]:
     """Packages whose wheel was built: the source dir at the end of each build command."""
     return sorted(Path(c["argv"][-1]).parent.name for c in ran
-                  if "cuforge.builders.pep517" in c["argv"])
+                  if "cuforge.pipeline.builders.pep517" in c["argv"])
 
 
 def _key(cmd: dict) -> str:
@@ -234,7 +234,7 @@ def test_an_emulated_plan_carries_the_emulation_in_every_step(project):
     assert _snapshot(project) == before
     wheel_dir, keys = _dry_plan(dry.stdout)
     assert wheel_dir.endswith("linux-aarch64/cu130/torch2.14.1-cp311")
-    builds = [c for c in _dry_run_commands(dry.stdout) if "cuforge.builders.pep517" in c["argv"]]
+    builds = [c for c in _dry_run_commands(dry.stdout) if "cuforge.pipeline.builders.pep517" in c["argv"]]
     assert len(builds) == 1 and set(keys) == {"tinya", "tinyb"}   # tinya knows only 9.0: skipped
     root = project / ".state" / "emulation" / "linux-aarch64" / "root"
     for build in builds:

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from cuforge.combos import load_combos
-from cuforge.project import find_project
-from cuforge.resolve import resolve
+from cuforge.config.combos import load_combos
+from cuforge.core.project import find_project
+from cuforge.env.resolve import resolve
 
 AARCH64 = [(c, t) for c in load_combos(find_project()) if c.platform == "linux-aarch64"
            for t in c.torch_versions]
@@ -42,6 +42,6 @@ def test_a_cpu_only_torch_for_aarch64_is_refused():
     combo = next(c for c, _ in AARCH64 if not c.torch_index)
     if why := _reachable("https://pypi.org/simple"):
         pytest.skip(why)
-    from cuforge.errors import ToolchainError
+    from cuforge.core.errors import ToolchainError
     with pytest.raises(ToolchainError, match="is a CPU build"):
         resolve(replace(combo, torch="2.9.1"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.project import find_project
-from cuforge.recipes import load_recipes
+from cuforge.core.project import find_project
+from cuforge.config.recipes import load_recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 

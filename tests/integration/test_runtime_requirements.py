@@ -36,9 +36,9 @@ def test_recipes_edited_while_it_compiles_do_not_change_the_build(tmp_path):
     import threading
     import time
 
-    from cuforge.plan import recipe_digest
-    from cuforge.project import Project
-    from cuforge.recipes import parse_recipe
+    from cuforge.pipeline.keys import recipe_digest
+    from cuforge.core.project import Project
+    from cuforge.config.recipes import parse_recipe
 
     proj = make_project(tmp_path, requires=("numpy", "tinyext-helper>=0.1"))
     helper = proj / "recipes" / "tinyext-helper.toml"

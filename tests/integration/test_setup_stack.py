@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.combos import select_combo
-from cuforge.plan import wheel_dir
-from cuforge.project import Project
-from cuforge.digest import sha256_of
-from cuforge.wheelhouse import Entry, Wheelhouse
+from cuforge.config.combos import select_combo
+from cuforge.pipeline.plan import wheel_dir
+from cuforge.core.project import Project
+from cuforge.core.digest import sha256_of
+from cuforge.publish.wheelhouse import Entry, Wheelhouse
 
 from conftest import torch_python
 

@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from cuforge import emulation, platforms, rootrun
-from cuforge.project import find_project
+from cuforge.env import emulation, rootrun
+from cuforge.config import platforms
+from cuforge.core.project import find_project
 from cuforge.verify.fatbin import read_fatbin
 
 import exec_trace

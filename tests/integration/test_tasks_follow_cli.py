@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.cli import command_options, command_positionals
+from cuforge.cli.parser import command_options, command_positionals
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

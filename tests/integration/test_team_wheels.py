@@ -44,7 +44,7 @@ def _entry(wh: Path) -> dict:
 
 
 def _compiled_anything(trace: Path) -> bool:
-    """Whether a build command ran: the PEP 517 hook that compiles (cuforge.builders.pep517)."""
+    """Whether a build command ran: the PEP 517 hook that compiles (cuforge.pipeline.builders.pep517)."""
     lines = trace.read_text().splitlines() if trace.exists() else []
     return any("pep517" in " ".join(json.loads(ln).get("argv", [])) for ln in lines)
 

@@ -89,7 +89,7 @@ def built(tmp_path_factory):
     print(f"\ncuforge build --only tetra-triangulation: {seconds:.1f} s")
     yield {"out": out, "wh": wh, "commit": commit, "url": url, "seconds": seconds}
     # the temp repo's mirror in the shared cache is useless once the temp dir is gone
-    from cuforge.sources import _mirror_path
+    from cuforge.pipeline.sources import _mirror_path
     mirror = _mirror_path(STATE / "cache" / "git", url)
     shutil.rmtree(mirror, ignore_errors=True)
     Path(f"{mirror}.lock").unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""A published wheel's torch pin names the CUDA build (cuforge.wheelmeta): offered another build
+"""A published wheel's torch pin names the CUDA build (cuforge.publish.wheelmeta): offered another build
 of the same torch version (``+cu126``, ``+cu128``, ``+rocm6.4``, ``+cpu``, or a ``+cu135`` no
 table knows), pip and uv refuse; offered the build it was compiled against, they install it and
 it imports.
@@ -24,9 +24,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge import importguard, wheelmeta  # noqa: E402
-from cuforge.wheelhouse import write_indexes  # noqa: E402
-from cuforge.venv import find_uv  # noqa: E402
+from cuforge.publish import importguard, rewrite, wheelmeta  # noqa: E402
+from cuforge.publish.wheelhouse import write_indexes  # noqa: E402
+from cuforge.env.venv import find_uv  # noqa: E402
 from test_wheel_pins import EXT_INIT, TORCH_INIT, _gxx  # noqa: E402  (the same fake torch and extension)
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
@@ -69,7 +69,7 @@ def offers(tmp_path_factory) -> dict:
                               "cuforge_tiny_ext/_ext.so": ext_so}, tag=TAG, requires=("torch",))
     house = tmp / "wheelhouse" / TREE
     built_against = wheelmeta.TorchBuild("2.14.1", (RUNTIME,))
-    wheelmeta.for_wheelhouse(upstream, house, house, accel="cu130", torch=built_against)
+    rewrite.for_wheelhouse(upstream, house, house, accel="cu130", torch=built_against)
     # the control: the same wheel as main published it (``!=+cpu`` only: any CUDA build let in)
     control = tmp / "control" / TREE
     vb.make_wheel(control, "cuforge-tiny-ext", version="0.1+cu130torch2.14.1", files=
@@ -167,7 +167,7 @@ SWAPS = {"2.14.1+cu126": "cu126", "2.14.1+rocm6.4": "rocm6.4"}
 def test_a_later_swap_of_torch_is_refused_at_import(offers, tmp_path, tool, swap):
     """What pins cannot stop: a command that installs torch alone does not resolve the wheel's
     requirements, so it swaps the build (pip warns, uv did not). The wheel's import guard
-    (cuforge.importguard) then refuses the import with one line naming both builds; nothing
+    (cuforge.publish.importguard) then refuses the import with one line naming both builds; nothing
     else in the env is touched by it."""
     _, python = _install(tool, tmp_path / "venv", offers["house"], offers["torches"]["2.14.1"],
                          offers["runtimes"])

@@ -12,10 +12,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge.arches import parse_arch_list  # noqa: E402
-from cuforge.recipes import parse_recipe  # noqa: E402
-from cuforge.verify import probe_context, verify_wheel  # noqa: E402
-from cuforge.suites import dependency_roots, recipe_for  # noqa: E402
+from cuforge.config.arches import parse_arch_list  # noqa: E402
+from cuforge.config.recipes import parse_recipe  # noqa: E402
+from cuforge.env.torchinfo import probe  # noqa: E402
+from cuforge.verify import context_from, verify_wheel  # noqa: E402
+from cuforge.pipeline.upstream_stage import dependency_roots, recipe_for  # noqa: E402
 
 pytestmark = pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
 
@@ -48,7 +49,7 @@ def test_cuda_suffixed_wheel_finds_its_recipe(stack):
 
 def test_dependent_imports_only_with_its_dependency(stack, tmp_path):
     recipes, by_package, top = stack
-    ctx = probe_context(vb.torch_python(), parse_arch_list("9.0"))
+    ctx = context_from(probe(vb.torch_python()), parse_arch_list("9.0"))
     alone = verify_wheel(top, ctx, modules=["toplib"], timeout=120)
     assert {r.check: r.status for r in alone.results}["import"] == "fail"
     roots = dependency_roots(recipes["toplib"], recipes, by_package, tmp_path / "deps")

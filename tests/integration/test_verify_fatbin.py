@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge.arches import Arch, parse_arch_list  # noqa: E402
+from cuforge.config.arches import Arch, parse_arch_list  # noqa: E402
 from cuforge.verify.fatbin import check_fatbin, read_fatbin, runs_on  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not vb.have("nvcc"), reason="needs nvcc (CUDA 13)")

@@ -174,7 +174,7 @@ def _default(sig: str) -> str:
 def test_an_import_killed_from_outside_is_no_verdict(tmp_path, sig):
     """A check interpreter ended by a signal someone sent (a kill, cuforge's own interrupt) did
     not crash: there is no verdict, and the check unwinds as an interrupt (issue 43)."""
-    from cuforge.runner import Interrupted
+    from cuforge.core.runner import Interrupted
     root = unpacked(tmp_path, "killedpkg", {"killedpkg/__init__.py":
                                             f"import os, signal\n{_default(sig)}"
                                             f"os.kill(os.getpid(), signal.{sig})\n"})

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.wheelhouse import Entry, Wheelhouse
+from cuforge.publish.wheelhouse import Entry, Wheelhouse
 
 from reliability_project import COMBO_DIR, build, link_combo_env, make_project
 
@@ -76,8 +76,8 @@ def test_creating_an_env_says_so_and_keeps_saying_so(tmp_path):
 def test_installer_output_is_trimmed_to_what_a_user_reads(tmp_path):
     """pip's 'Requirement already satisfied' lines (each with its whole pin) leave the failure's
     tail and the stream; the log keeps them."""
-    from cuforge.errors import BuildError
-    from cuforge.runner import Step, run
+    from cuforge.core.errors import BuildError
+    from cuforge.core.runner import Step, run
     log = tmp_path / "pip.log"
     step = Step((sys.executable, "-m", "pip", "install", "--no-index",
                  "--disable-pip-version-check", "pytest", "packaging",
@@ -118,7 +118,7 @@ def test_a_piped_rebuild_is_never_silent_for_long(tmp_path):
 def test_verify_models_counts_wheels_not_model_rows(tmp_path):
     import re
     import zipfile
-    from cuforge.digest import sha256_of
+    from cuforge.core.digest import sha256_of
     house = tmp_path / "wh" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
     house.mkdir(parents=True)
     wheel = tmp_path / "demo-0.1-py3-none-any.whl"

@@ -1,4 +1,4 @@
-"""Published wheels pin what they were built against (cuforge.wheelmeta), so a resolver offered
+"""Published wheels pin what they were built against (cuforge.publish.wheelmeta), so a resolver offered
 a wrong torch takes the right one or refuses; it never installs a pair that fails at import.
 
 Everything here is real but tiny: an "extension" wheel whose ``_ext.so`` (g++) needs
@@ -24,9 +24,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge import wheelmeta  # noqa: E402
-from cuforge.wheelhouse import write_indexes  # noqa: E402
-from cuforge.tools import find_uv  # noqa: E402
+from cuforge.publish import rewrite, wheelmeta  # noqa: E402
+from cuforge.publish.wheelhouse import write_indexes  # noqa: E402
+from cuforge.env.programs import find_uv  # noqa: E402
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 TAG = "cp311-cp311-linux_x86_64"
@@ -94,7 +94,7 @@ def built(tmp_path_factory) -> dict[str, Path]:
     upstream = wheel(tmp / "upstream", "cuforge-tiny-ext", "0.1",
                      {"cuforge_tiny_ext/__init__.py": EXT_INIT, "cuforge_tiny_ext/_ext.so": ext_so},
                      requires=("torch", "cuforge-tiny-dep>=0.5"), tag=TAG)
-    pinned, result = wheelmeta.for_wheelhouse(upstream, house, house, accel="cu130",
+    pinned, result = rewrite.for_wheelhouse(upstream, house, house, accel="cu130",
                                               torch="2.14.1", depends=())
     return {"tmp": tmp, "wrong": wrong, "right": right / "simple", "house": house, "dep": dep,
             "upstream": upstream, "pinned": pinned, "result": result}

@@ -4,9 +4,9 @@ as the enum."""
 
 import pytest
 
-from cuforge.pipeline import HANDLERS, STAGES
-from cuforge.plan import Action, ActionKind
-from cuforge.wheelhouse import Entry, Status, Wheelhouse
+from cuforge.pipeline.actions import HANDLERS, STAGES
+from cuforge.pipeline.plan import Action, ActionKind
+from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
 
 
 def test_every_kind_has_exactly_one_way_to_run():

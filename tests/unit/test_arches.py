@@ -1,7 +1,7 @@
 import pytest
 
-from cuforge.arches import check_supported, map_to_supported, parse_arch_list
-from cuforge.errors import ConfigError
+from cuforge.config.arches import check_supported, map_to_supported, parse_arch_list
+from cuforge.core.errors import ConfigError
 
 
 def test_parse_and_render_forms():

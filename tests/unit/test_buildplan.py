@@ -1,4 +1,4 @@
-"""The build plan as data (cuforge.plan): keys, the source key that decides resume, job shares.
+"""The build plan as data (cuforge.pipeline.plan): keys, the source key that decides resume, job shares.
 Pure planning: nothing is fetched or built."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from cuforge.combos import select_combo, with_overrides
-from cuforge.request import BuildRequest
-from cuforge.plan import job_shares, make_plan
-from cuforge.target import resolve
-from cuforge.project import Project, find_project
-from cuforge.recipes import load_recipes, build_order
-from cuforge.toolchain import Toolkit
-from cuforge.torchinfo import TorchInfo
-from cuforge.venv import ComboEnv
+from cuforge.config.combos import select_combo, with_overrides
+from cuforge.config.request import BuildRequest
+from cuforge.pipeline.plan import job_shares, make_plan
+from cuforge.config.target import resolve
+from cuforge.core.project import Project, find_project
+from cuforge.config.recipes import load_recipes, build_order
+from cuforge.env.toolchain import Toolkit
+from cuforge.env.torchinfo import TorchInfo
+from cuforge.env.venv import ComboEnv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,12 +100,12 @@ def test_dry_run_commands_are_the_plan_commands(tmp_path):
     project, combo, env = _setup(tmp_path)
     pkg = _plan(project, combo, env).package("a")
     (cmd,) = pkg.commands()
-    assert cmd.argv[-1] == str(pkg.src) and "cuforge.builders.pep517" in cmd.argv
+    assert cmd.argv[-1] == str(pkg.src) and "cuforge.pipeline.builders.pep517" in cmd.argv
     assert dict(cmd.env)["TORCH_CUDA_ARCH_LIST"] == "12.0;12.1+PTX"
 
 
 def test_job_shares_split_a_level_and_never_exceed_the_budget():
-    from cuforge.recipes import Recipe, Source
+    from cuforge.config.recipes import Recipe, Source
     r = lambda n, *d: Recipe(n, "setuptools", Source(path="x"), depends=d)  # noqa: E731
     milo = [r(f"m{i}") for i in range(6)]
     # 16 jobs: four packages at a time with four jobs each (one job each starved pointops)
@@ -141,7 +141,7 @@ def test_a_work_dir_takes_one_build_at_a_time(tmp_path):
     """Two runs (or two clones sharing a build_dir) wait for each other's work dir."""
     import threading
 
-    from cuforge.pipeline import work_lock
+    from cuforge.pipeline.executor import work_lock
     said, order = [], []
     work = tmp_path / "w" / "pkg"
     with work_lock(work, said.append):
@@ -157,7 +157,7 @@ def test_a_work_dir_takes_one_build_at_a_time(tmp_path):
 
 
 def _enter(work, said, order):
-    from cuforge.pipeline import work_lock
+    from cuforge.pipeline.executor import work_lock
     with work_lock(work, said.append):
         order.append("second")
 
@@ -174,12 +174,12 @@ def test_packages_built_together_share_compile_slots_and_keep_their_keys(tmp_pat
     slot = project.state_dir / "slots" / "take-slot"
     assert not slot.exists()   # a plan names its scripts; the build writes them (slots.pool)
     (build,) = [a.step for a in pooled.package("a").actions
-                if a.step and "cuforge.builders.pep517" in a.step.argv]
+                if a.step and "cuforge.pipeline.builders.pep517" in a.step.argv]
     step_env = dict(build.env)
     assert step_env["PYTORCH_NVCC"].startswith(f"{slot} ")
     assert dict(build.scripts)[Path(step_env["CXX"])].count(f"exec {slot} ") == 1
     (alone,) = [a.step for a in serial.package("a").actions
-                if a.step and "cuforge.builders.pep517" in a.step.argv]
+                if a.step and "cuforge.pipeline.builders.pep517" in a.step.argv]
     assert str(slot) not in dict(alone.env).get("PYTORCH_NVCC", "")
 
 
@@ -199,13 +199,13 @@ def _plan_alone(project, combo, env, jobs: int):
 
 def test_a_memory_hungry_package_gets_the_jobs_that_fit(tmp_path, monkeypatch):
     """flash-attn's cicc peaks at ~7 GB: 16 jobs on a 30 GB box would need 112 GB."""
-    import cuforge.plan as plan_module
+    import cuforge.pipeline.plan as plan_module
     project, combo, env = _memory_hungry(tmp_path, "12.0")
     monkeypatch.setattr(plan_module, "mem_available", lambda: 30 * 2**30)
     alone = _plan_alone(project, combo, env, 16)
     assert alone.jobs == 4 and dict(alone.env)["MAX_JOBS"] == "4"
     assert "4 of 16 jobs" in alone.jobs_note and "7 GB" in alone.jobs_note
-    from cuforge.dryrun import package_lines
+    from cuforge.pipeline.dryrun import package_lines
     assert f"# {alone.jobs_note}" in package_lines(project, alone)
     # beside b, whose compilers may hold the rest of the budget at 2.5 GB each: what is left
     both = _plan(project, combo, env, jobs=8)
@@ -222,7 +222,7 @@ def test_jobs_that_memory_takes_away_leave_their_cores_to_the_arches_of_the_one_
         tmp_path, monkeypatch):
     """flash-attn for 12.1+PTX;12.0 on 2 cores and 23 GB: two jobs of two arches at once would
     hold 28 GB, but one job with `-t 2` (14 GB) keeps both cores busy, not one cicc at a time."""
-    import cuforge.plan as plan_module
+    import cuforge.pipeline.plan as plan_module
     project, combo, env = _memory_hungry(tmp_path, "12.0;12.1+PTX")
     monkeypatch.setattr(plan_module, "mem_available", lambda: 23 * 2**30)
     pkg = _plan_alone(project, combo, env, 2)

@@ -5,7 +5,7 @@ spark-emulated` stopped with `qemu-aarch64: Could not open '/lib/ld-linux-aarch6
 
 import sys
 
-from cuforge.checkoutreqs import CheckoutRequirement, IndexOptions, install
+from cuforge.env.checkoutreqs import CheckoutRequirement, IndexOptions, install
 
 # a stand-in installer that succeeds only when the variable reached it; it is a real process
 CHECK = "import os, sys; sys.exit(0 if os.environ.get('QEMU_LD_PREFIX') == '/target-root' else 3)"

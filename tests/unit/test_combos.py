@@ -3,9 +3,9 @@ import sys
 
 import pytest
 
-from cuforge.combos import load_combos, select_combo, with_overrides
-from cuforge.errors import ConfigError
-from cuforge.project import find_project
+from cuforge.config.combos import load_combos, select_combo, with_overrides
+from cuforge.core.errors import ConfigError
+from cuforge.core.project import find_project
 
 
 def test_declared_combos_and_defaults():
@@ -50,7 +50,7 @@ def test_cli_arch_errors_are_one_message_without_traceback(arch, code, needle, t
 def test_cuda12_accels_build_with_the_system_toolkit(tmp_path):
     """nvidia-cuda-nvcc-cu12 has no nvcc driver: CUDA 12 combos default to the installed
     toolkit, and asking for a PyPI one is a configuration error that names the fix."""
-    from cuforge.project import Project
+    from cuforge.core.project import Project
     combos = {c.id: c for c in load_combos(find_project())}
     assert combos["3.12-cu128"].toolkit == combos["3.12-cu128-pypi"].toolkit == "system"
     assert combos["3.12-cu128-pypi"].torch_index == ""          # PyPI's torch 2.9.1 is cu128

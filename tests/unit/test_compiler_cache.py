@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import compiler_cache as cc
-from cuforge.builders import cmake, setuptools
-from cuforge.runner import Step, run
-from cuforge.scripts import write_script
-from cuforge.errors import ConfigError
+from cuforge.pipeline import compiler_cache as cc
+from cuforge.pipeline.builders import cmake, setuptools
+from cuforge.core.runner import Step, run
+from cuforge.core.scripts import write_script
+from cuforge.core.errors import ConfigError
 
 
 def test_specs():
@@ -92,9 +92,9 @@ def _active(tmp_path: Path) -> cc.ActiveCache:
 
 
 def _job(tmp_path: Path, kind: str = "setuptools", **kw):
-    from cuforge.arches import parse_arch_list
-    from cuforge.builders import BuildJob
-    from cuforge.recipes import Recipe, Source
+    from cuforge.config.arches import parse_arch_list
+    from cuforge.pipeline.builders import BuildJob
+    from cuforge.config.recipes import Recipe, Source
     recipe = Recipe(name="demo", kind=kind, source=Source(path="native/demo"))
     return BuildJob(recipe, Path("py"), tmp_path, tmp_path, tmp_path, parse_arch_list("12.0"),
                     (("A", "1"),), **kw)
@@ -144,9 +144,9 @@ def test_cxx_launcher_runs_the_compiler(tmp_path):
 
 
 def test_cmake_launchers_are_always_on_the_command_line(tmp_path):
-    from cuforge.arches import parse_arch_list
-    from cuforge.builders import BuildJob
-    from cuforge.recipes import Recipe, Source
+    from cuforge.config.arches import parse_arch_list
+    from cuforge.pipeline.builders import BuildJob
+    from cuforge.config.recipes import Recipe, Source
     recipe = Recipe(name="demo", kind="cmake", source=Source(path="native/demo"))
     job = BuildJob(recipe, Path("py"), tmp_path, tmp_path, tmp_path, parse_arch_list("12.0"),
                    (("A", "1"),), cache=_active(tmp_path))

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from cuforge.cli import main
-from cuforge.console import BuildProgress, ninja_step, print_error, table, verdict_line
-from cuforge.runner import Step, listen, run
+from cuforge.core.console import BuildProgress, ninja_step, print_error, table, verdict_line
+from cuforge.core.runner import Step, listen, run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -120,7 +120,7 @@ def test_output_through_a_pipe_keeps_long_paths_on_one_line(tmp_path: Path) -> N
 
 
 def test_make_console_wraps_only_on_a_terminal(monkeypatch) -> None:
-    from cuforge.console import LOG_WIDTH, make_console
+    from cuforge.core.console import LOG_WIDTH, make_console
     monkeypatch.delenv("COLUMNS", raising=False)
     for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
         monkeypatch.delenv(var, raising=False)
@@ -142,7 +142,7 @@ def test_heartbeat_speaks_on_a_pipe_and_not_on_a_terminal():
 
     from rich.console import Console
 
-    from cuforge.console import heartbeat
+    from cuforge.core.console import heartbeat
     pipe = Console(file=io.StringIO(), force_terminal=False, width=200)
     with heartbeat(pipe, lambda: ["demo: building (3 s)"], every=0.1):
         time.sleep(0.55)
@@ -159,7 +159,7 @@ def test_progress_lines_say_what_a_live_display_shows():
 
     from rich.console import Console
 
-    from cuforge.console import live_progress, progress_lines
+    from cuforge.core.console import live_progress, progress_lines
     progress = live_progress(Console(file=io.StringIO()))
     progress.add_task("demo: building for 12.0", total=None)
     progress.add_task("spconv: building", total=775, completed=12)
@@ -170,7 +170,7 @@ def test_progress_lines_say_what_a_live_display_shows():
 def test_a_table_in_a_log_has_no_padded_lines(capsys, monkeypatch):
     """Through a pipe a table takes its natural width; its rows are not padded with blanks to
     the widest one (doctor's were 1,500 columns wide in a log)."""
-    from cuforge.console import make_console, table
+    from cuforge.core.console import make_console, table
     monkeypatch.delenv("COLUMNS", raising=False)
     t = table("check", "detail")
     t.add_row("short", "ok")

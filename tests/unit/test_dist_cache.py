@@ -10,9 +10,9 @@ import tomllib
 
 import pytest
 
-from cuforge import compiler_cache as cc
-from cuforge import dist_cache as dc
-from cuforge.errors import ConfigError
+from cuforge.pipeline import compiler_cache as cc
+from cuforge.pipeline import dist_cache as dc
+from cuforge.core.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

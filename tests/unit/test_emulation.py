@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import emulation
-from cuforge.combos import load_combos
-from cuforge.project import find_project
+from cuforge.env import emulation, emulation_setup
+from cuforge.config.combos import load_combos
+from cuforge.core.project import find_project
 
 
 def _aarch64() -> emulation.Emulator:
@@ -50,9 +50,9 @@ def test_emulated_combo_targets_aarch64_with_python_the_root_has():
 
 def test_private_apt_options_never_name_the_hosts_state(tmp_path):
     emu = _aarch64()
-    opts = emulation.apt_options(emu, emu.root, tmp_path)
+    opts = emulation_setup.apt_options(emu, emu.root, tmp_path)
     values = [o.split("=", 1)[1] for o in opts if "=" in o]
-    paths = [v for v in values if v.startswith("/") and not v.startswith(emulation.KEYRING)]
+    paths = [v for v in values if v.startswith("/") and not v.startswith(emulation_setup.KEYRING)]
     assert paths and all(Path(v).is_relative_to(tmp_path) for v in paths)
     assert "APT::Architecture=arm64" in opts
     assert f"{emu.root.suite} main" in (tmp_path / "sources.list").read_text()
@@ -60,7 +60,7 @@ def test_private_apt_options_never_name_the_hosts_state(tmp_path):
 
 def test_wrappers_put_the_target_root_in_front_as_sysroot(tmp_path):
     emu = _aarch64()
-    emulation.write_wrappers(emu, tmp_path)
+    emulation_setup.write_wrappers(emu, tmp_path)
     wrapper = emu.wrappers(tmp_path) / "aarch64-linux-gnu-g++"
     text = wrapper.read_text()
     assert f"--sysroot={emu.root_dir(tmp_path)}" in text and wrapper.stat().st_mode & 0o111
@@ -108,7 +108,7 @@ def test_unprovisioned_state_is_reported_with_the_package_and_how_to_register(tm
     """A fresh state dir has no aarch64 root: whatever this machine's binfmt_misc holds, the
     check says what is missing and the fix names trixie's qemu-user and the registration."""
     emu = _aarch64()
-    bad = [f for f in emulation.check(tmp_path, emu) if not f.ok]
+    bad = [f for f in emulation_setup.check(tmp_path, emu) if not f.ok]
     assert bad
     fix = bad[0].fix
     assert "cuforge emulation setup" in fix and "trixie's qemu-user" in fix
@@ -130,16 +130,16 @@ def test_another_checkouts_registration_is_not_this_ones(tmp_path, monkeypatch):
     (binfmt / "cuforge-aarch64").write_text(
         f"enabled\ninterpreter {other}\nflags: F\noffset 0\nmagic {emu.binfmt_magic.hex()}\n"
         f"mask {emu.binfmt_mask.hex()}\n")
-    monkeypatch.setattr(emulation, "BINFMT", binfmt)
-    first = emulation.check(tmp_path / "this-clone" / ".cuforge", emu)[0]
+    monkeypatch.setattr(emulation_setup, "BINFMT", binfmt)
+    first = emulation_setup.check(tmp_path / "this-clone" / ".cuforge", emu)[0]
     assert not first.ok and "another checkout's QEMU" in first.what, first
     assert "cuforge emulation setup" in first.fix
     # the clone that provisioned it: its own registration is fine
-    mine = emulation.check(tmp_path / "other-clone" / ".cuforge", emu)[0]
+    mine = emulation_setup.check(tmp_path / "other-clone" / ".cuforge", emu)[0]
     assert mine.ok, mine
     # a state dir whose emulation folder links to that clone's (the bench's throw-away state)
     linked = tmp_path / "bench" / "cuforge"
     linked.mkdir(parents=True)
     (linked / "emulation").symlink_to(tmp_path / "other-clone" / ".cuforge" / "emulation")
-    assert emulation.check(linked, emu)[0].ok
-    assert emulation.verdict(False) == "not yet" and emulation.verdict(True) == "ok"
+    assert emulation_setup.check(linked, emu)[0].ok
+    assert emulation_setup.verdict(False) == "not yet" and emulation_setup.verdict(True) == "ok"

@@ -1,4 +1,4 @@
-"""Machine facts come from data/platforms.toml through cuforge.target / cuforge.platforms only:
+"""Machine facts come from data/platforms.toml through cuforge.config.target / cuforge.config.platforms only:
 no other module asks the machine what it is or spells a platform's names (issue 42)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import cuforge
-from cuforge import platforms
+from cuforge.config import platforms
 
 PACKAGE = Path(cuforge.__file__).parent
 OWNERS = {"target.py", "platforms.py"}

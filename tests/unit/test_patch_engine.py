@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.errors import ConfigError, PatchError
-from cuforge.patching import Status, apply, check, load_patch_set, render, revert
+from cuforge.core.errors import ConfigError, PatchError
+from cuforge.patching import PatchStatus, apply, check, load_patch_set, render, revert
 from cuforge.patching.commands import run_patch_command
 from cuforge.patching.store import STORE_DIRNAME
 
@@ -82,15 +82,15 @@ def demo(tmp_path: Path):
     return load_patch_set("demo", make_set(tmp_path)), make_tree(tmp_path)
 
 
-def statuses(results) -> dict[str, Status]:
+def statuses(results) -> dict[str, PatchStatus]:
     return {r.patch_id: r.status for r in results}
 
 
 def test_check_reports_not_applied_then_applied(demo) -> None:
     ps, root = demo
-    assert set(statuses(check(ps, root)).values()) == {Status.NOT_APPLIED}
+    assert set(statuses(check(ps, root)).values()) == {PatchStatus.NOT_APPLIED}
     apply(ps, root)
-    assert set(statuses(check(ps, root)).values()) == {Status.APPLIED}
+    assert set(statuses(check(ps, root)).values()) == {PatchStatus.APPLIED}
 
 
 def test_apply_edits_files(demo) -> None:
@@ -146,7 +146,7 @@ def test_drift_raises_names_file_and_snippet_and_writes_nothing(demo) -> None:
     assert "src/kernel.cu" in message and "Reduce(x, cub::Max());" in message
     assert "nothing was written" in message
     assert snapshot(root) == before  # not even the other, matching files
-    assert statuses(check(ps, root))["swap-call"] is Status.DRIFTED
+    assert statuses(check(ps, root))["swap-call"] is PatchStatus.DRIFTED
 
 
 def test_snippet_must_occur_exactly_once(demo) -> None:
@@ -192,7 +192,7 @@ def test_include_already_upstream_is_not_needed(demo) -> None:
     (root / "src/impl.h").write_text(IMPL.replace("#include <vector>", "#include <vector>\n#include <cstdint> // fixed"))
     before = (root / "src/impl.h").read_bytes()
     results = apply(ps, root)
-    assert statuses(results)["cstdint"] is Status.NOT_NEEDED
+    assert statuses(results)["cstdint"] is PatchStatus.NOT_NEEDED
     assert (root / "src/impl.h").read_bytes() == before
     revert(ps, root)
     assert (root / "src/impl.h").read_bytes() == before  # upstream's own include stays
@@ -246,7 +246,7 @@ why = "only in newer checkouts"
     (root / "setup.py").write_text('setup(args=["-X", "-I" + glm])\n')
     (root / "spatial.cu").write_text("f(x.data_ptr<float>());\n")
     results = statuses(apply(ps, root))
-    assert results == {"flags": Status.NOT_APPLIED, "ptr": Status.NOT_NEEDED, "maybe": Status.NOT_NEEDED}
+    assert results == {"flags": PatchStatus.NOT_APPLIED, "ptr": PatchStatus.NOT_NEEDED, "maybe": PatchStatus.NOT_NEEDED}
     assert (root / "setup.py").read_text() == 'setup(include_dirs=[glm], args=["-X"]  # cuforge: b)\n'
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuforge.patching.model import Status
+from cuforge.patching.model import PatchStatus
 from cuforge.patching.pyattr import RenameAttribute
 
 OP = RenameAttribute("numpy", "in1d", "isin", "cuforge: np.in1d is gone in NumPy 2")
@@ -27,9 +27,9 @@ MARK = "  # cuforge: np.in1d is gone in NumPy 2"
     ("import numpy as np\r\nm = np.in1d(a, b)\r\n", f"import numpy as np\r\nm = np.isin(a, b){MARK}\r\n"),
 ])
 def test_rename_and_back(source: str, patched: str) -> None:
-    assert OP.probe(source).status is Status.NOT_APPLIED
+    assert OP.probe(source).status is PatchStatus.NOT_APPLIED
     assert OP.forward(source) == patched
-    assert OP.probe(patched).status is Status.APPLIED
+    assert OP.probe(patched).status is PatchStatus.APPLIED
     assert OP.reverse(patched) == source
 
 
@@ -42,4 +42,4 @@ def test_rename_and_back(source: str, patched: str) -> None:
 ])
 def test_nothing_to_do(source: str) -> None:
     assert not OP.concerns(source)
-    assert OP.probe(source).status is Status.NOT_NEEDED
+    assert OP.probe(source).status is PatchStatus.NOT_NEEDED

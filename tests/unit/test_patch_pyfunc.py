@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from cuforge.errors import PatchError
-from cuforge.patching.model import Status
+from cuforge.core.errors import PatchError
+from cuforge.patching.model import PatchStatus
 from cuforge.patching.pyfunc import ReplaceFunction, canonical_dump
 from patch_hashes import function_hash_in
 
@@ -61,10 +61,10 @@ def test_canonical_dump_leaves_out_empty_fields() -> None:
 
 def test_method_is_replaced_with_its_indentation() -> None:
     replacement = op()
-    assert replacement.probe(MODULE).status is Status.NOT_APPLIED
+    assert replacement.probe(MODULE).status is PatchStatus.NOT_APPLIED
     patched = replacement.forward(MODULE)
     assert '        """cuforge: env-selected context."""' in patched
-    assert replacement.probe(patched).status is Status.APPLIED
+    assert replacement.probe(patched).status is PatchStatus.APPLIED
     ast.parse(patched)
     assert "def forward(self, x):" in patched and "def helper(a, b):" in patched
 
@@ -72,12 +72,12 @@ def test_method_is_replaced_with_its_indentation() -> None:
 def test_changed_upstream_function_is_drift() -> None:
     changed = MODULE.replace('"cuda"', '"vulkan"')
     probe = op().probe(changed)
-    assert probe.status is Status.DRIFTED and "changed upstream" in probe.detail
+    assert probe.status is PatchStatus.DRIFTED and "changed upstream" in probe.detail
 
 
 def test_missing_function_is_drift() -> None:
     probe = op().probe(MODULE.replace("__init__", "setup"))
-    assert probe.status is Status.DRIFTED and "not defined" in probe.detail
+    assert probe.status is PatchStatus.DRIFTED and "not defined" in probe.detail
 
 
 def test_payload_must_end_with_the_target() -> None:

@@ -1,4 +1,4 @@
-"""cuforge.builders.pep517, the build command of the setuptools and cmake kinds: one real
+"""cuforge.pipeline.builders.pep517, the build command of the setuptools and cmake kinds: one real
 ``build_wheel`` hook call in the given interpreter, never the metadata hook that ``pip wheel``
 calls first (a whole second ``setup.py`` run for setuptools). The backend here is a real
 in-tree PEP 517 backend that records the hooks it is asked for."""
@@ -49,7 +49,7 @@ def _tree(tmp_path: Path) -> Path:
 
 
 def _build(src: Path, out: Path, log: Path, *extra: str, env: dict | None = None):
-    return subprocess.run([sys.executable, "-m", "cuforge.builders.pep517", "--python",
+    return subprocess.run([sys.executable, "-m", "cuforge.pipeline.builders.pep517", "--python",
                            sys.executable, "--outdir", str(out), *extra, str(src)],
                           capture_output=True, text=True,
                           env={**os.environ, "HOOK_LOG": str(log), **(env or {})})
@@ -88,7 +88,7 @@ def test_a_backend_the_interpreter_cannot_import_is_named(tmp_path):
 def test_an_interpreter_without_pyproject_hooks_is_told_the_fix(tmp_path):
     src, out = _tree(tmp_path), tmp_path / "out"
     code = ("import sys; sys.modules['pyproject_hooks'] = None\n"   # import fails as if absent
-            "from cuforge.builders.pep517 import main\n"
+            "from cuforge.pipeline.builders.pep517 import main\n"
             f"sys.exit(main(['--python', sys.executable, '--outdir', {str(out)!r}, {str(src)!r}]))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 1

@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.errors import ConfigError
-from cuforge.project import Project
-from cuforge.recipes import load_recipes, build_order
+from cuforge.core.errors import ConfigError
+from cuforge.core.project import Project
+from cuforge.config.recipes import load_recipes, build_order
 
 
 def _project(tmp_path: Path, recipes: dict[str, str]) -> Project:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import platforms
-from cuforge.combos import load_combos
-from cuforge.errors import ConfigError
-from cuforge.project import find_project
-from cuforge.target import require_native, resolve
+from cuforge.config import platforms
+from cuforge.config.combos import load_combos
+from cuforge.core.errors import ConfigError
+from cuforge.core.project import find_project
+from cuforge.config.target import require_native, resolve
 
 
 def _other_platform() -> platforms.Platform:

@@ -1,8 +1,9 @@
-from cuforge.combos import select_combo, with_overrides
-from cuforge.request import BuildRequest
-from cuforge.plan import effective_policy, package_arches
-from cuforge.project import find_project
-from cuforge.recipes import ArchRule, Recipe, Source
+from cuforge.config.combos import select_combo, with_overrides
+from cuforge.config.request import BuildRequest
+from cuforge.pipeline.plan import effective_policy, package_arches
+from cuforge.core.project import find_project
+from cuforge.config.arches import ArchRule
+from cuforge.config.recipes import Recipe, Source
 
 CUMM = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
 
@@ -53,15 +54,15 @@ def test_append_gencode_reaches_every_nvcc_call_with_the_compiler_cache_off():
     from dataclasses import replace as dc_replace
     from pathlib import Path
 
-    from cuforge.plan import job_env
-    from cuforge.toolchain import Toolkit
-    from cuforge.torchinfo import TorchInfo
-    from cuforge.venv import ComboEnv
+    from cuforge.pipeline.plan import job_env
+    from cuforge.env.toolchain import Toolkit
+    from cuforge.env.torchinfo import TorchInfo
+    from cuforge.env.venv import ComboEnv
     combo = _combo("12.0;12.1+PTX")
     info = TorchInfo(python=Path("/x/bin/python"), py_version="3.12", site_packages=Path("/x"),
                      machine="x86_64", torch="2.14.1", cuda="13.0")
-    from cuforge.project import find_project
-    from cuforge.target import resolve
+    from cuforge.core.project import find_project
+    from cuforge.config.target import resolve
     env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True,
                    resolve(find_project(), combo))
     recipe = _recipe("ptx")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cuforge.torchinfo import PROBE_CACHE, probe_venv
+from cuforge.env.torchinfo import PROBE_CACHE, probe_venv
 
 
 def _venv(tmp_path: Path) -> Path:

@@ -8,9 +8,9 @@ import tomllib
 
 import pytest
 
-from cuforge.arches import parse_arch_list
-from cuforge.project import find_project
-from cuforge.recipes import Recipe, load_recipes, build_order
+from cuforge.config.arches import parse_arch_list
+from cuforge.core.project import find_project
+from cuforge.config.recipes import Recipe, load_recipes, build_order
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +146,8 @@ def test_needing_a_gpu_is_declared_per_recipe(recipes):
 
 
 def test_smoke_table_and_short_form_parse(tmp_path):
-    from cuforge.errors import ConfigError
-    from cuforge.recipes import parse_recipe
+    from cuforge.core.errors import ConfigError
+    from cuforge.config.recipes import parse_recipe
     base = 'name = "x"\n[source]\npath = "native/x"\n'
     short = tmp_path / "short.toml"
     short.write_text('smoke = "smoke/other.py"\n' + base)
@@ -165,9 +165,9 @@ def test_smoke_table_and_short_form_parse(tmp_path):
 
 def test_manifest_says_how_targets_outside_cumms_table_were_handled():
     """12.1 is not in cumm's table: the manifest's reason names the policy and the mapping."""
-    from cuforge.arches import parse_arch_list
-    from cuforge.project import find_project
-    from cuforge.recipes import load_recipes
+    from cuforge.config.arches import parse_arch_list
+    from cuforge.core.project import find_project
+    from cuforge.config.recipes import load_recipes
     rule = load_recipes(find_project())["spconv"].arches
     asked = parse_arch_list("12.0;12.1+PTX")
     assert rule.explain(asked, "ptx") == "arch policy ptx: outside its arch table: 12.1 -> 12.0+PTX"

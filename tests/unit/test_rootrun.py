@@ -1,12 +1,12 @@
-"""Entering the emulation root as the target (cuforge.rootrun), without entering it: the
+"""Entering the emulation root as the target (cuforge.env.rootrun), without entering it: the
 native toolchain as the table declares it, paths seen the way the chroot sees them (real
 symlinks in a real directory tree), and what the entry shows of the host and passes in."""
 
 
-from cuforge import emulation, rootrun
+from cuforge.env import emulation, emulation_setup, rootrun
 from root_paths import host_path
-from cuforge.combos import load_combos
-from cuforge.project import find_project
+from cuforge.config.combos import load_combos
+from cuforge.core.project import find_project
 
 
 def _aarch64() -> emulation.Emulator:
@@ -39,7 +39,7 @@ def test_host_path_follows_links_as_the_root_sees_them(tmp_path):
     (bound / "venv" / "bin").mkdir(parents=True)
     # an absolute link in a bound dir means the root's file, not the host's /usr/bin
     (bound / "venv" / "bin" / "python").symlink_to("/usr/bin/python3.11")
-    e = rootrun.Entry(str(root), (str(bound),), str(bound), ("true",), {})
+    e = rootrun.RootEntry(str(root), (str(bound),), str(bound), ("true",), {})
     assert host_path(e, f"{bound}/venv/bin/python").read_text() == "target python"
     assert host_path(e, "venv/bin/python").read_text() == "target python"
     assert host_path(e, "/bin/sh") == root / "bin" / "dash"
@@ -66,7 +66,7 @@ def test_entry_shows_the_project_and_data_and_passes_no_host_path(tmp_path, monk
 def test_unusable_names_what_is_missing(tmp_path):
     emu = _aarch64()
     why = rootrun.unusable(tmp_path / "state", emu)
-    if emulation.registered_emulators(emu):
+    if emulation_setup.registered_emulators(emu):
         assert "no native toolchain yet" in why and str(tmp_path) in why
     else:
         assert why == "no binfmt_misc registration runs linux-aarch64 programs"

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from cuforge.runtimedeps import base_name, install_step, split
+from cuforge.verify.runtimedeps import base_name, install_step, split
 
 
 def test_torch_and_wheelhouse_packages_never_come_from_an_index():

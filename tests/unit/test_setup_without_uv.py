@@ -7,8 +7,9 @@ import subprocess
 import sys
 import zipfile
 
-from cuforge import tools, workstation
-from cuforge.errors import ToolchainError
+from cuforge.env import programs
+from cuforge.workstation import installs
+from cuforge.core.errors import ToolchainError
 
 
 def no_uv():
@@ -16,15 +17,15 @@ def no_uv():
 
 
 def test_install_command_falls_back_to_pip(monkeypatch, tmp_path):
-    monkeypatch.setattr(tools, "find_uv", no_uv)
-    cmd = workstation._pip_install(tmp_path / "bin" / "python", sys.executable, "--no-deps",
+    monkeypatch.setattr(programs, "find_uv", no_uv)
+    cmd = installs.pip_install(tmp_path / "bin" / "python", sys.executable, "--no-deps",
                                    "--reinstall", "x.whl")
     assert cmd[:5] == (sys.executable, "-m", "pip", "--python", str(tmp_path / "bin" / "python"))
     assert "--force-reinstall" in cmd and "--reinstall" not in cmd
 
 
 def test_pip_fallback_installs_into_a_stdlib_venv(monkeypatch, tmp_path):
-    monkeypatch.setattr(tools, "find_uv", no_uv)
+    monkeypatch.setattr(programs, "find_uv", no_uv)
     target = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
     wheel = tmp_path / "tinymod-1.0-py3-none-any.whl"
@@ -34,7 +35,7 @@ def test_pip_fallback_installs_into_a_stdlib_venv(monkeypatch, tmp_path):
         zf.writestr("tinymod-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         zf.writestr("tinymod-1.0.dist-info/RECORD", "")
     python = target / "bin" / "python"
-    subprocess.run(workstation._pip_install(python, sys.executable, "--no-deps", "--reinstall",
+    subprocess.run(installs.pip_install(python, sys.executable, "--no-deps", "--reinstall",
                                             str(wheel)), check=True, capture_output=True)
     out = subprocess.run([str(python), "-c", "import tinymod; print(tinymod.VALUE)"],
                          capture_output=True, text=True)

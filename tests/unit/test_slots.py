@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge import slots
+from cuforge.pipeline import slots
 
 pytestmark = pytest.mark.skipif(not slots.available(), reason="needs mkfifo and dd")
 

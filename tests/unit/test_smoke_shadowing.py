@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.project import find_project
-from cuforge.recipes import SMOKE_PREFIX, load_recipes
+from cuforge.core.project import find_project
+from cuforge.config.recipes import SMOKE_PREFIX, load_recipes
 from cuforge.verify.smoke import run_smoke
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.errors import SourceError
-from cuforge.recipes import Source
-from cuforge.sources import fetch
+from cuforge.core.errors import SourceError
+from cuforge.config.recipes import Source
+from cuforge.pipeline.sources import fetch
 
 
 def _git(*args, cwd):
@@ -82,7 +82,7 @@ def test_unchanged_stamp_keeps_the_tree_so_builds_resume(tmp_path):
 
 
 def test_build_dir_is_reset_when_the_source_key_changes(tmp_path):
-    from cuforge.pipeline import reset_build_dir
+    from cuforge.pipeline.actions import reset_build_dir
     work = tmp_path / "work"
     reset_build_dir(work, "key-a")
     (work / "build").mkdir()

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from cuforge.errors import ConfigError
-from cuforge.project import Project
-from cuforge.stacks import load_stack
-from cuforge.verifycmd import model_reports
+from cuforge.core.errors import ConfigError
+from cuforge.core.project import Project
+from cuforge.config.stacks import load_stack
+from cuforge.verify.command import model_reports
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -96,7 +96,7 @@ def test_following_a_build_request_does_not_grow(capsys):
     say why here. 29 -> 34 with issue 43: the inputs are refused before anything is written
     (inputs.check_build, which enters teamwheels, venv.is_ready and resolve), and the env's
     creation has its own heartbeat (venv._create's console). Issue 42 asks for 29 again."""
-    assert stays_tool.main(["cuforge.pipeline:build"]) == 0
+    assert stays_tool.main(["cuforge.pipeline.executor:build"]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
     count = int(line.split(": ")[1].split()[0])
     assert count <= 34, line

@@ -1,8 +1,8 @@
 import pytest
 
-from cuforge.errors import ToolchainError
-from cuforge.recipes import Recipe, Source, SystemHeader
-from cuforge.syslibs import missing_headers, require_headers
+from cuforge.core.errors import ToolchainError
+from cuforge.config.recipes import Recipe, Source, SystemHeader
+from cuforge.env.syslibs import missing_headers, require_headers
 
 
 def _recipe(*headers: SystemHeader) -> Recipe:

@@ -1,4 +1,4 @@
-"""Reading a team's index (cuforge.teamwheels): a `cuforge index` tree over file://, the bare
+"""Reading a team's index (cuforge.publish.teamwheels): a `cuforge index` tree over file://, the bare
 directory, and which of its wheels fit a combo. Real wheels and a real index, no network."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
-from cuforge import platforms  # noqa: E402
-from cuforge.errors import ConfigError, SourceError  # noqa: E402
-from cuforge.wheelhouse import write_indexes  # noqa: E402
-from cuforge.teamwheels import candidates, download, list_wheels  # noqa: E402
+from cuforge.config import platforms  # noqa: E402
+from cuforge.core.errors import ConfigError, SourceError  # noqa: E402
+from cuforge.publish.wheelhouse import write_indexes  # noqa: E402
+from cuforge.publish.teamwheels import candidates, download, list_wheels  # noqa: E402
 
 TREE = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
 LINUX = "cp311-cp311-linux_x86_64"

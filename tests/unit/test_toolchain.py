@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.toolchain import default_jobs, toolkit_root_of
+from cuforge.env.toolchain import default_jobs, toolkit_root_of
 
 nvcc = shutil.which("nvcc")
 
@@ -23,7 +23,7 @@ def test_root_of_a_wrapper_nvcc(tmp_path):
 
 def test_default_jobs_is_bounded_by_cores_and_memory(monkeypatch):
     """nvcc needs ~2.5 GB per job: memory, not cores, limits a small box."""
-    import cuforge.toolchain as tc
+    import cuforge.env.toolchain as tc
     monkeypatch.setattr(tc.os, "cpu_count", lambda: 16)
     monkeypatch.setattr(tc, "mem_available", lambda: 8 * 2**30)     # 8 GiB free
     assert default_jobs() == 3
@@ -37,7 +37,7 @@ def test_default_jobs_is_bounded_by_cores_and_memory(monkeypatch):
 
 def test_assembled_toolkit_is_left_alone_when_unchanged(tmp_path):
     """A second build must not rebuild the toolkit root under a running compiler."""
-    from cuforge.toolchain import assemble_pypi_toolkit
+    from cuforge.env.toolchain import assemble_pypi_toolkit
     site = tmp_path / "site"
     nvcc = site / "nvidia" / "cu13" / "bin" / "nvcc"
     nvcc.parent.mkdir(parents=True)
@@ -54,8 +54,8 @@ def test_assembled_toolkit_is_left_alone_when_unchanged(tmp_path):
 
 
 def test_python_lookup_and_a_missing_one(monkeypatch):
-    from cuforge.errors import ToolchainError
-    from cuforge.tools import find_python
+    from cuforge.core.errors import ToolchainError
+    from cuforge.env.programs import find_python
     found = find_python("3.11")                      # PATH or pyenv on this machine
     assert found.name.startswith("python3.11") and "/shims/" not in str(found)
     monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
@@ -73,7 +73,7 @@ def _fake_nvcc(path: Path, release: str) -> None:
 def test_toolkit_root_offers_every_dev_name_and_merges_cuda12_parts(tmp_path):
     """-lnvrtc needs libnvrtc.so, but the wheels ship only sonames (cumm's link failed);
     CUDA 12 wheels each bring an include/ that must end up in one tree."""
-    from cuforge.toolchain import assemble_pypi_toolkit
+    from cuforge.env.toolchain import assemble_pypi_toolkit
     nv = tmp_path / "site" / "nvidia"
     _fake_nvcc(nv / "cuda_nvcc" / "bin" / "nvcc", "12.8")
     (nv / "cuda_nvcc" / "include" / "crt").mkdir(parents=True)
@@ -103,8 +103,8 @@ def test_the_docstring_examples_hold():
     """jobs_within_memory's and job_shares' examples are the arithmetic the plan relies on."""
     import doctest
 
-    import cuforge.plan
-    import cuforge.toolchain
-    for module in (cuforge.toolchain, cuforge.plan):
+    import cuforge.pipeline.plan
+    import cuforge.env.toolchain
+    for module in (cuforge.env.toolchain, cuforge.pipeline.plan):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

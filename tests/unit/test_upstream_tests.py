@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from cuforge.errors import ConfigError
-from cuforge.recipes import UpstreamTests, parse_recipe
+from cuforge.core.errors import ConfigError
+from cuforge.config.recipes import UpstreamTests, parse_recipe
 from cuforge.verify.upstream import run_upstream_tests, summary_line
-from cuforge.digest import sha256_of
-from cuforge.wheelhouse import Entry, Wheelhouse
+from cuforge.core.digest import sha256_of
+from cuforge.publish.wheelhouse import Entry, Wheelhouse
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "upstream" / "suite_project"
 PYTHON = Path(sys.executable)          # the test env has pytest: nothing to install
@@ -150,7 +150,7 @@ def test_result_goes_into_the_manifest(tmp_path):
     """verify --upstream-tests on a wheelhouse wheel: its manifest line is appended again
     with the verdict among its checks (and the wheel's sha256 still matches)."""
     from cuforge.verify.report import CheckResult
-    from cuforge.suites import record_check
+    from cuforge.pipeline.upstream_stage import record_check
     house = Wheelhouse(tmp_path / "wh")
     wheel = built_wheel(tmp_path)
     house.publish(wheel, Entry(package="shadowpkg", status="compiled", wheel=wheel.name,
@@ -165,9 +165,9 @@ def test_result_goes_into_the_manifest(tmp_path):
 def test_stage_takes_the_suite_from_its_declared_source(tmp_path):
     """The stage verify --upstream-tests and build --upstream-tests share: the suite's tree
     is fetched like [source] (here a local path source), or taken from --tests-src."""
-    from cuforge.project import Project
-    from cuforge.recipes import Recipe, Source
-    from cuforge.suites import UpstreamStage
+    from cuforge.core.project import Project
+    from cuforge.config.recipes import Recipe, Source
+    from cuforge.pipeline.upstream_stage import UpstreamStage
     spec = UpstreamTests("tests", PYTEST, gpu=False, timeout=120, source=Source(path=str(FIXTURE)))
     recipe = Recipe("shadowpkg", "setuptools", Source(path="/nonexistent"), upstream_tests=spec)
     combo = type("C", (), {"env_id": "fixture"})()

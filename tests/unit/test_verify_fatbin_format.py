@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from cuforge.arches import Arch, parse_arch_list
+from cuforge.config.arches import Arch, parse_arch_list
 from cuforge.verify.fatbin import (
     FLAG_ARCH_SPECIFIC, FLAG_FAMILY, FLAG_ZSTD, FatbinContainer, FatbinEntry, coverage,
     parse_fatbin, runs_on,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cuforge.arches import Arch
+from cuforge.config.arches import Arch
 from cuforge.verify._proc import describe_exit, last_error_line
 from cuforge.verify.fatbin import FatbinContainer, FatbinEntry
 from cuforge.verify.smoke import Device, device_gate, smoke_verdict

@@ -8,9 +8,9 @@ import zipfile
 from dataclasses import replace
 from pathlib import Path
 
-from cuforge.digest import sha256_of
+from cuforge.core.digest import sha256_of
 
-from cuforge.wheelhouse import Entry, Wheelhouse
+from cuforge.publish.wheelhouse import Entry, Wheelhouse
 
 
 def _wheel(path: Path, payload: bytes) -> Path:
@@ -51,8 +51,8 @@ def test_table_shows_the_upstream_suite_under_its_wheel(tmp_path):
 WRITER = r"""
 import sys, zipfile
 from pathlib import Path
-from cuforge.digest import sha256_of
-from cuforge.wheelhouse import Entry, Wheelhouse
+from cuforge.core.digest import sha256_of
+from cuforge.publish.wheelhouse import Entry, Wheelhouse
 house = Wheelhouse(Path(sys.argv[1]))
 tag = sys.argv[2]
 for i in range(100000):
@@ -92,7 +92,7 @@ def test_terminated_build_leaves_no_orphaned_children(tmp_path):
     """SIGTERM to cuforge stops the whole child process tree (no nvcc left writing files)."""
     script = (
         "import sys\n"
-        "from cuforge.runner import Step, run\n"
+        "from cuforge.core.runner import Step, run\n"
         "from cuforge.cli import main\n"
         "import signal\n"
         "from cuforge import cli\n"
@@ -116,7 +116,7 @@ def test_terminated_build_leaves_no_orphaned_children(tmp_path):
 
 
 def test_runtime_requirements_are_read_from_the_wheel(tmp_path):
-    from cuforge.wheelmeta import wheel_requirements
+    from cuforge.publish.wheelmeta import wheel_requirements
     wheel = tmp_path / "torch_sparse-0.6.18-cp311-cp311-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("torch_sparse-0.6.18.dist-info/METADATA",
@@ -129,7 +129,7 @@ def test_runtime_requirements_are_read_from_the_wheel(tmp_path):
 def test_a_wheel_altered_after_publishing_is_refused_for_install(tmp_path):
     import pytest
 
-    from cuforge.errors import VerifyError
+    from cuforge.core.errors import VerifyError
     house = Wheelhouse(tmp_path / "wh")
     wheel = _wheel(tmp_path / "dep-1.0-py3-none-any.whl", b"x = 1\n")
     entry = house.publish(wheel, Entry(package="dep", status="compiled", wheel=wheel.name,

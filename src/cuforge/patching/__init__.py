@@ -14,14 +14,14 @@ The build pipeline uses the same engine for build-time source patches:
 
 from cuforge.patching.engine import apply, check, revert
 from cuforge.patching.manifest import available_sets, default_patches_dir, load_patch_set
-from cuforge.patching.model import Patch, PatchResult, PatchSet, Status
+from cuforge.patching.model import Patch, PatchResult, PatchSet, PatchStatus
 from cuforge.patching.report import render, summary
 
 __all__ = [
     "Patch",
     "PatchResult",
     "PatchSet",
-    "Status",
+    "PatchStatus",
     "apply",
     "available_sets",
     "check",

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from cuforge.console import make_console
-from cuforge.errors import ConfigError, PatchError
+from cuforge.core.console import make_console
+from cuforge.core.errors import ConfigError, PatchError
 from cuforge.patching.engine import apply as run_apply
 from cuforge.patching.engine import check as run_check
 from cuforge.patching.engine import revert as run_revert
 from cuforge.patching.manifest import load_patch_set
-from cuforge.patching.model import PatchSet, Status
+from cuforge.patching.model import PatchSet, PatchStatus
 from cuforge.patching.report import render, summary
 
 
@@ -48,7 +48,7 @@ def _check(ps: PatchSet, root: Path, out: Console) -> int:
     results = run_check(ps, root)
     out.print(render(results, title=f"{ps.name}: {root} (check)"))
     out.print(summary(results, "check"))
-    drifted = [r for r in results if r.status is Status.DRIFTED]
+    drifted = [r for r in results if r.status is PatchStatus.DRIFTED]
     if drifted:
         raise PatchError(
             f"{len(drifted)} patch(es) of {ps.name!r} drifted in {root}: "

@@ -2,7 +2,7 @@
 
 All three read every target file first and decide everything before writing anything. If any
 patch has drifted (neither its original nor its patched text is in the file), nothing is written
-and a :class:`~cuforge.errors.PatchError` names each drifted file and what was expected.
+and a :class:`~cuforge.core.errors.PatchError` names each drifted file and what was expected.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cuforge.errors import ConfigError, PatchError
-from cuforge.patching.model import Patch, PatchResult, PatchSet, Probe, Status
+from cuforge.core.errors import ConfigError, PatchError
+from cuforge.patching.model import Patch, PatchResult, PatchSet, PatchProbe, PatchStatus
 from cuforge.patching.store import (STORE_DIRNAME, BackupStore, FileRecord, commit, read_bytes,
                                     sha256)
 
@@ -27,15 +27,15 @@ def _encode(text: str | None) -> bytes | None:
     return None if text is None else text.encode(_ENCODING, _ERRORS)
 
 
-def _probe(patch: Patch, text: str | None) -> Probe:
+def _probe(patch: Patch, text: str | None) -> PatchProbe:
     """Probe one patch; an optional patch whose target is absent is *not needed*, not drifted."""
     probe = patch.op.probe(text)
-    if patch.optional and probe.status is Status.DRIFTED:
-        return Probe(Status.NOT_NEEDED, f"optional, target not found: {probe.detail}")
+    if patch.optional and probe.status is PatchStatus.DRIFTED:
+        return PatchProbe(PatchStatus.NOT_NEEDED, f"optional, target not found: {probe.detail}")
     return probe
 
 
-def _result(ps: PatchSet, patch: Patch, probe: Probe, action: str) -> PatchResult:
+def _result(ps: PatchSet, patch: Patch, probe: PatchProbe, action: str) -> PatchResult:
     return PatchResult(
         set_name=ps.name,
         patch_id=patch.id,
@@ -56,8 +56,8 @@ class _NothingFound:
     what: str
     kind: str
 
-    def probe(self, text: str | None) -> Probe:
-        return Probe(Status.NOT_NEEDED, f"no file matching {self.glob} has {self.what}")
+    def probe(self, text: str | None) -> PatchProbe:
+        return PatchProbe(PatchStatus.NOT_NEEDED, f"no file matching {self.glob} has {self.what}")
 
     def forward(self, text: str | None) -> str | None:
         return text
@@ -132,9 +132,9 @@ def _inside(root: Path, file: str) -> None:
                          "`file`")
 
 
-def _raise_on_drift(ps: PatchSet, tree: _Tree, probes: list[tuple[Patch, Probe]]) -> None:
+def _raise_on_drift(ps: PatchSet, tree: _Tree, probes: list[tuple[Patch, PatchProbe]]) -> None:
     """Raise one PatchError listing every drifted patch: file, reason and expected text."""
-    drifted = [(p, pr) for p, pr in probes if pr.status is Status.DRIFTED]
+    drifted = [(p, pr) for p, pr in probes if pr.status is PatchStatus.DRIFTED]
     if not drifted:
         return
     lines = [
@@ -160,11 +160,11 @@ def check(ps: PatchSet, root: Path | str) -> list[PatchResult]:
 def _forward_file(patches: list[Patch], text: str | None) -> str | None:
     """Apply the not-applied patches of one file in order, verifying each recognises its result."""
     for patch in patches:
-        if _probe(patch, text).status is not Status.NOT_APPLIED:
+        if _probe(patch, text).status is not PatchStatus.NOT_APPLIED:
             continue
         text = patch.op.forward(text)
         after = _probe(patch, text)
-        if after.status is not Status.APPLIED:
+        if after.status is not PatchStatus.APPLIED:
             raise PatchError(
                 f"internal: patch {patch.id!r} does not recognise its own result in {patch.file} "
                 f"({after.status.value}: {after.detail}); nothing was written"
@@ -190,9 +190,9 @@ def apply(ps: PatchSet, root: Path | str, dry_run: bool = False) -> list[PatchRe
 
     verb = "would apply" if dry_run else "applied"
     actions = {
-        Status.APPLIED: "already applied",
-        Status.NOT_APPLIED: verb,
-        Status.NOT_NEEDED: "nothing to do",
+        PatchStatus.APPLIED: "already applied",
+        PatchStatus.NOT_APPLIED: verb,
+        PatchStatus.NOT_NEEDED: "nothing to do",
     }
     return [_result(ps, p, pr, actions[pr.status]) for p, pr in probes]
 
@@ -221,7 +221,7 @@ def _apply_changes(ps: PatchSet, tree: _Tree, changed: dict[str, bytes | None]) 
 def _reverse_text(patches: list[Patch], text: str | None, file: str) -> str | None:
     """Undo the applied patches of one file textually, last applied first."""
     for patch in reversed(patches):
-        if text is None or _probe(patch, text).status is not Status.APPLIED:
+        if text is None or _probe(patch, text).status is not PatchStatus.APPLIED:
             continue
         text = patch.op.reverse(text)
     return text
@@ -264,6 +264,6 @@ def revert(ps: PatchSet, root: Path | str, dry_run: bool = False) -> list[PatchR
     verb = "would revert" if dry_run else "reverted"
     results = []
     for patch, probe in probes:
-        touched = patch.file in changed and probe.status is Status.APPLIED
+        touched = patch.file in changed and probe.status is PatchStatus.APPLIED
         results.append(_result(ps, patch, probe, verb if touched else "nothing to do"))
     return results

@@ -23,8 +23,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cuforge.errors import ConfigError, PatchError
-from cuforge.tomlfile import read_toml
+from cuforge.core.errors import ConfigError, PatchError
+from cuforge.core.tomlfile import read_toml
 from cuforge.patching.model import Operation, Patch, PatchSet
 from cuforge.patching.pyattr import RenameAttribute
 from cuforge.patching.pyfunc import ReplaceFunction

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 
-class Status(enum.Enum):
+class PatchStatus(enum.Enum):
     """Where one patch stands in one tree."""
 
     APPLIED = "applied"
@@ -26,10 +26,10 @@ class Status(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Probe:
+class PatchProbe:
     """What an operation found when it looked at a file's current text."""
 
-    status: Status
+    status: PatchStatus
     detail: str = ""
 
 
@@ -38,7 +38,7 @@ class Operation(Protocol):
 
     kind: str
 
-    def probe(self, text: str | None) -> Probe:
+    def probe(self, text: str | None) -> PatchProbe:
         """Say whether the edit is applied, not applied, drifted or not needed in ``text``."""
         ...
 
@@ -99,7 +99,7 @@ class PatchResult:
     patch_id: str
     file: str
     kind: str
-    status: Status
+    status: PatchStatus
     action: str
     detail: str = ""
     why: str = ""

@@ -21,8 +21,8 @@ import io
 import tokenize
 from dataclasses import dataclass
 
-from cuforge.errors import PatchError
-from cuforge.patching.model import Probe, Status
+from cuforge.core.errors import PatchError
+from cuforge.patching.model import PatchProbe, PatchStatus
 
 
 @dataclass(frozen=True)
@@ -149,18 +149,19 @@ class RenameAttribute:
             return False
         return bool(self._marked(text) or _renames(text, self.module, self.old, self.new))
 
-    def probe(self, text: str | None) -> Probe:
+    def probe(self, text: str | None) -> PatchProbe:
         if text is None:
-            return Probe(Status.DRIFTED, "the file does not exist")
+            return PatchProbe(PatchStatus.DRIFTED, "the file does not exist")
         uses = _renames(text, self.module, self.old, self.new)
         if uses:
             where = ", ".join(str(e.line) for e in uses)
-            return Probe(Status.NOT_APPLIED, f"{len(uses)} use(s) of {self.module}.{self.old} "
+            return PatchProbe(PatchStatus.NOT_APPLIED,
+                              f"{len(uses)} use(s) of {self.module}.{self.old} "
                                              f"(line {where})")
         if self._marked(text):
-            return Probe(Status.APPLIED, f"{self.module}.{self.new} on line(s) "
+            return PatchProbe(PatchStatus.APPLIED, f"{self.module}.{self.new} on line(s) "
                                          f"{', '.join(map(str, self._marked(text)))}")
-        return Probe(Status.NOT_NEEDED, f"no use of {self.module}.{self.old}")
+        return PatchProbe(PatchStatus.NOT_NEEDED, f"no use of {self.module}.{self.old}")
 
     def forward(self, text: str | None) -> str:
         assert text is not None

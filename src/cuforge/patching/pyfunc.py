@@ -13,8 +13,8 @@ import ast
 import hashlib
 from dataclasses import dataclass
 
-from cuforge.errors import PatchError
-from cuforge.patching.model import Probe, Status
+from cuforge.core.errors import PatchError
+from cuforge.patching.model import PatchProbe, PatchStatus
 from cuforge.patching.textops import newline_of
 
 MARKER = "cuforge:"
@@ -96,37 +96,40 @@ class ReplaceFunction:
         tree = ast.parse(self.payload)
         return {s.name: code_hash(s) for s in tree.body if isinstance(s, _DEFS)}
 
-    def probe(self, text: str | None) -> Probe:
+    def probe(self, text: str | None) -> PatchProbe:
         if text is None:
-            return Probe(Status.DRIFTED, "the file does not exist")
+            return PatchProbe(PatchStatus.DRIFTED, "the file does not exist")
         try:
             tree = ast.parse(text)
         except SyntaxError as err:
-            return Probe(Status.DRIFTED, f"the file does not parse as Python (line {err.lineno})")
+            return PatchProbe(PatchStatus.DRIFTED,
+                              f"the file does not parse as Python (line {err.lineno})")
         node, scope = find_definition(tree, self.qualname)
         if node is None:
-            return Probe(Status.DRIFTED, f"{self.qualname} is not defined in the file")
+            return PatchProbe(PatchStatus.DRIFTED, f"{self.qualname} is not defined in the file")
         ours = self._payload_defs()
         present = {s.name: code_hash(s) for s in scope if isinstance(s, _DEFS)}
         current = code_hash(node)
         if current == ours[self.name]:
             wrong = [n for n, h in ours.items() if present.get(n) != h]
             if wrong:
-                return Probe(Status.DRIFTED, f"cuforge's helper(s) {', '.join(wrong)} were changed")
-            return Probe(Status.APPLIED)
+                return PatchProbe(PatchStatus.DRIFTED,
+                                  f"cuforge's helper(s) {', '.join(wrong)} were changed")
+            return PatchProbe(PatchStatus.APPLIED)
         if current == self.original_sha256:
             clashes = [n for n in ours if n != self.name and n in present]
             if clashes:
-                return Probe(Status.DRIFTED, f"names cuforge would add already exist: {clashes}")
-            return Probe(Status.NOT_APPLIED)
+                return PatchProbe(PatchStatus.DRIFTED,
+                                  f"names cuforge would add already exist: {clashes}")
+            return PatchProbe(PatchStatus.NOT_APPLIED)
         source = ast.get_source_segment(text, node) or ""
         if MARKER in source:
-            return Probe(
-                Status.DRIFTED,
+            return PatchProbe(
+                PatchStatus.DRIFTED,
                 f"{self.qualname} is an edited or older cuforge version; revert it first",
             )
-        return Probe(
-            Status.DRIFTED,
+        return PatchProbe(
+            PatchStatus.DRIFTED,
             f"{self.qualname} changed upstream (code hash {current[:12]}…, "
             f"expected {self.original_sha256[:12]}…)",
         )

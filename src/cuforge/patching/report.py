@@ -7,15 +7,15 @@ from collections.abc import Sequence
 from rich.table import Table
 from rich.text import Text
 
-from cuforge.console import table as make_table
+from cuforge.core.console import table as make_table
 
-from cuforge.patching.model import PatchResult, Status
+from cuforge.patching.model import PatchResult, PatchStatus
 
 _STYLE = {
-    Status.APPLIED: "green",
-    Status.NOT_APPLIED: "yellow",
-    Status.DRIFTED: "bold red",
-    Status.NOT_NEEDED: "dim",
+    PatchStatus.APPLIED: "green",
+    PatchStatus.NOT_APPLIED: "yellow",
+    PatchStatus.DRIFTED: "bold red",
+    PatchStatus.NOT_NEEDED: "dim",
 }
 
 

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cuforge import faults
+from cuforge.core import faults
 
 STORE_DIRNAME = ".cuforge-patches"
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cuforge.errors import PatchError
-from cuforge.patching.model import Probe, Status
+from cuforge.core.errors import PatchError
+from cuforge.patching.model import PatchProbe, PatchStatus
 
 
 def newline_of(text: str) -> str:
@@ -55,25 +55,29 @@ class ReplaceText:
     fixed_if: str | None = None
     kind: str = "replace_text"
 
-    def probe(self, text: str | None) -> Probe:
+    def probe(self, text: str | None) -> PatchProbe:
         if text is None:
-            return Probe(Status.DRIFTED, "the file does not exist")
+            return PatchProbe(PatchStatus.DRIFTED, "the file does not exist")
         for variant in self.variants:
             count = text.count(in_style(variant.replace, text))
             if count == 1:
-                return Probe(Status.APPLIED)
+                return PatchProbe(PatchStatus.APPLIED)
             if count > 1:
-                return Probe(Status.DRIFTED, f"the patched text occurs {count} times; expected once")
+                return PatchProbe(PatchStatus.DRIFTED,
+                                  f"the patched text occurs {count} times; expected once")
         found = [(v, text.count(in_style(v.find, text))) for v in self.variants]
         matching = [(v, n) for v, n in found if n]
         if len(matching) == 1 and matching[0][1] == 1:
-            return Probe(Status.NOT_APPLIED)
+            return PatchProbe(PatchStatus.NOT_APPLIED)
         if matching:
             total = sum(n for _, n in matching)
-            return Probe(Status.DRIFTED, f"the snippet occurs {total} times; cuforge needs exactly one")
+            return PatchProbe(PatchStatus.DRIFTED,
+                              f"the snippet occurs {total} times; cuforge needs exactly one")
         if self.fixed_if is not None and in_style(self.fixed_if, text) in text:
-            return Probe(Status.NOT_NEEDED, f"upstream already has {self.fixed_if.strip()!r}")
-        return Probe(Status.DRIFTED, "neither the original nor the patched snippet is there")
+            return PatchProbe(PatchStatus.NOT_NEEDED,
+                              f"upstream already has {self.fixed_if.strip()!r}")
+        return PatchProbe(PatchStatus.DRIFTED,
+                          "neither the original nor the patched snippet is there")
 
     def _variant_found(self, text: str, attr: str) -> Variant:
         for variant in self.variants:
@@ -118,22 +122,23 @@ class InsertInclude:
     def line(self) -> str:
         return f"{self.include}  // cuforge: {self.note}"
 
-    def probe(self, text: str | None) -> Probe:
+    def probe(self, text: str | None) -> PatchProbe:
         if text is None:
-            return Probe(Status.DRIFTED, "the file does not exist")
+            return PatchProbe(PatchStatus.DRIFTED, "the file does not exist")
         lines = [_bare(line) for line in text.splitlines()]
         if lines.count(self.line) == 1:
-            return Probe(Status.APPLIED)
+            return PatchProbe(PatchStatus.APPLIED)
         if any(line.startswith(self.include) for line in lines):
-            return Probe(Status.NOT_NEEDED, f"upstream already has {self.include!r}")
+            return PatchProbe(PatchStatus.NOT_NEEDED, f"upstream already has {self.include!r}")
         if self.after is None:
-            return Probe(Status.NOT_APPLIED)
+            return PatchProbe(PatchStatus.NOT_APPLIED)
         anchors = lines.count(_bare(self.after))
         if anchors == 1:
-            return Probe(Status.NOT_APPLIED)
+            return PatchProbe(PatchStatus.NOT_APPLIED)
         if anchors == 0:
-            return Probe(Status.DRIFTED, f"the anchor line {self.after!r} is not there")
-        return Probe(Status.DRIFTED, f"the anchor line {self.after!r} occurs {anchors} times")
+            return PatchProbe(PatchStatus.DRIFTED, f"the anchor line {self.after!r} is not there")
+        return PatchProbe(PatchStatus.DRIFTED,
+                          f"the anchor line {self.after!r} occurs {anchors} times")
 
     def forward(self, text: str | None) -> str:
         assert text is not None
@@ -166,12 +171,12 @@ class InsertFile:
     content: str
     kind: str = "insert_file"
 
-    def probe(self, text: str | None) -> Probe:
+    def probe(self, text: str | None) -> PatchProbe:
         if text is None:
-            return Probe(Status.NOT_APPLIED)
+            return PatchProbe(PatchStatus.NOT_APPLIED)
         if text.replace("\r\n", "\n") == self.content:
-            return Probe(Status.APPLIED)
-        return Probe(Status.DRIFTED, "a file with different content is already there")
+            return PatchProbe(PatchStatus.APPLIED)
+        return PatchProbe(PatchStatus.DRIFTED, "a file with different content is already there")
 
     def forward(self, text: str | None) -> str:
         return self.content

@@ -4,82 +4,48 @@ Per ``.so`` in the wheel: C++ ABI (``abi``), symbol resolution (``symbols``), CU
 major (``cudart``) and fatbin arch coverage (``fatbin``) — all by reading ELF files, no torch
 needed; then, with the combo's interpreter: ``import`` and the recipe's ``smoke`` script.
 
-Typical use (what ``cuforge verify`` and ``invoke verify`` do)::
+Typical use (``cuforge verify``: ``cuforge.verify.command``)::
 
-    ctx = probe_context(Path(".cuforge/venvs/cu130-py311/bin/python"), parse_arch_list("9.0"))
-    reports = [verify_wheel(w, ctx, smoke=recipe_smoke) for w in find_wheels(Path("wheelhouse"))]
+    ctx = context_from(probe(python), parse_arch_list("9.0"))   # cuforge.env.torchinfo.probe
+    reports = [verify_wheel(w, ctx, smoke=recipe_smoke) for w in wheels]
     console.print(render_table(reports))      # or print(reports_to_json(reports))
-    require_ok(reports)                       # raises VerifyError (exit code 7) on a failure
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .. import faults
-from ..arches import ArchList
-from ..errors import ToolchainError, VerifyError
-from ..torchinfo import TorchInfo, probe
-from .abi import check_abi
-from .elf import shared_objects
-from .fatbin import FatbinContainer, check_fatbin, read_fatbin
-from .importer import check_import
-from .report import CHECKS, CheckResult, VerifyContext, WheelReport, merge, render_table, reports_to_json
-from .smoke import SmokeScript, check_smoke
-from .symbols import LibrarySet, check_cudart, check_symbols
-from .wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
+from cuforge.core import faults
+from cuforge.config.arches import ArchList
+from cuforge.env.torchinfo import TorchInfo
+from cuforge.verify.abi import check_abi
+from cuforge.verify.elf import shared_objects
+from cuforge.verify.fatbin import FatbinContainer, check_fatbin, read_fatbin
+from cuforge.verify.importer import check_import
+from cuforge.verify.report import (CHECKS, CheckResult, VerifyContext, WheelReport, merge,
+                                   render_table, reports_to_json)
+from cuforge.verify.smoke import SmokeScript, check_smoke
+from cuforge.verify.symbols import LibrarySet, check_cudart, check_symbols
+from cuforge.verify.wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
 
 __all__ = [
     "CHECKS", "CheckResult", "SmokeScript", "VerifyContext", "WheelReport", "context_from",
-    "find_wheels",
-    "probe_context",
-    "render_table", "reports_to_json", "require_ok", "verify_wheel",
+    "render_table", "reports_to_json", "verify_wheel",
 ]
+
 
 def context_from(info: TorchInfo, requested: ArchList | None = None,
                  env: tuple[tuple[str, str], ...] = (), *, no_device: str = "",
                  sysroot: Path | None = None) -> VerifyContext:
-    """The checks' view of an interpreter already probed by ``cuforge.torchinfo.probe``: the
+    """The checks' view of an interpreter already probed by ``cuforge.env.torchinfo.probe``: the
     build pipeline passes the combo env's info, so verification asks nothing twice."""
     lib_dirs = (info.torch_lib, *info.nvidia_lib) if info.torch_lib else info.nvidia_lib
     return VerifyContext(python=info.python, torch_version=info.torch, torch_cuda=info.cuda,
                          cxx11_abi=info.cxx11_abi, lib_dirs=tuple(lib_dirs), requested=requested,
                          env=env, no_device=no_device, sysroot=str(sysroot or ""))
-
-
-def probe_context(python: Path, requested: ArchList | None = None) -> VerifyContext:
-    """Ask ``python`` (one subprocess, ~3 s) for torch's version, CUDA, C++ ABI and library
-    dirs (``torch/lib`` and every ``site-packages/nvidia/*/lib``).
-
-    Raises ToolchainError when the interpreter is missing or torch does not import.
-    """
-    if not Path(python).exists():
-        raise ToolchainError(f"interpreter {python} does not exist",
-                             hint="create the combo's environment first (cuforge env create)")
-    info = probe(Path(python))
-    if not info.has_torch:
-        raise ToolchainError(f"cannot read torch's configuration from {python}: "
-                             f"{info.torch_error}",
-                             hint=f"check that torch imports there: {python} -c 'import torch'")
-    return context_from(info, requested)
-
-
-def find_wheels(path: Path) -> list[Path]:
-    """``path`` itself when it is a ``.whl``, else every ``*.whl`` below it (sorted), but not
-    in dot directories (a package index's own copies, ``simple/.files``).
-
-    Raises VerifyError when there is none.
-    """
-    path = Path(path)
-    wheels = [path] if path.is_file() else sorted(
-        w for w in path.rglob("*.whl")
-        if not any(part.startswith(".") for part in w.relative_to(path).parts))
-    if not wheels:
-        raise VerifyError(f"no wheel found at {path}", hint="pass a .whl file or a wheelhouse dir")
-    return wheels
 
 
 def _per_so(check: str, sos: list[Path], root: Path, run) -> CheckResult:
@@ -161,10 +127,3 @@ def _smoke(python: Path, smoke: SmokeScript, paths: list[Path], root: Path, sos:
                        env=env, no_device=no_device)
 
 
-def require_ok(reports: Iterable[WheelReport]) -> None:
-    """Raise VerifyError naming each failed wheel and check; do nothing when all passed."""
-    failed = [(r, c) for r in reports for c in r.failures()]
-    if failed:
-        lines = [f"{r.package}: {c.check}: {c.summary}" for r, c in failed]
-        raise VerifyError(f"{len(failed)} check(s) failed:\n  " + "\n  ".join(lines),
-                          hint="see the table above; `cuforge verify --json` has the full details")

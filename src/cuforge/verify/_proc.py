@@ -1,5 +1,5 @@
 """Run a Python subprocess for a check and keep what a verdict needs: exit code, signal,
-timeout, output. Unlike ``cuforge.runner`` (which turns failures into errors) a crash here is
+timeout, output. Unlike ``cuforge.core.runner`` (which turns failures into errors) a crash here is
 data: the check reports it.
 
 >>> describe_exit(-11)
@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runner import OUTSIDE_SIGNALS, Interrupted, exit_status, stop, supervised
+from cuforge.core.runner import OUTSIDE_SIGNALS, Interrupted, exit_status, stop, supervised
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ProcessResult:
     """How a subprocess ended. ``returncode`` is None when it was killed for a timeout."""
 
     returncode: int | None
@@ -72,7 +72,7 @@ def python_env(paths: Sequence[Path], extra: Mapping[str, str] | None = None, *,
 
 def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
                timeout: float = 300, env: Mapping[str, str] | None = None,
-               plain_loader: bool = False, cwd: Path | None = None) -> Outcome:
+               plain_loader: bool = False, cwd: Path | None = None) -> ProcessResult:
     """Run ``python args...`` with ``paths`` importable, in a scratch cwd (so nothing in the
     caller's directory shadows the wheel) or in ``cwd``, under cuforge's supervisor: it ends
     on timeout, on an interrupt, and when cuforge dies, with whatever it started. Inside
@@ -89,15 +89,15 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
         except subprocess.TimeoutExpired:
             stop(proc)   # the supervisor ends the interpreter and whatever it started
             out, err = proc.communicate()
-            return Outcome(None, out, err, timed_out=True)
-    return Outcome(_not_stopped(exit_status(proc.returncode), python, args), out, err)
+            return ProcessResult(None, out, err, timed_out=True)
+    return ProcessResult(_not_stopped(exit_status(proc.returncode), python, args), out, err)
 
 
 def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], timeout: float,
-                env: Mapping[str, str] | None, plain_loader: bool) -> Outcome | None:
+                env: Mapping[str, str] | None, plain_loader: bool) -> ProcessResult | None:
     """The run as a child of a check host, or None when there is none for it."""
-    from . import host
-    pool = host.pool_for(python)
+    from cuforge.verify.host import HostGone, pool_for
+    pool = pool_for(python)
     if pool is None or len(args) < 2 or args[0] != "-c":
         return None
     # the host's key: what its loader and torch see at start; PYTHONSAFEPATH only matters to
@@ -110,9 +110,9 @@ def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], tim
     try:
         code, out, err = check_host.run(args[1], args[2:], paths=paths, timeout=timeout,
                                         env=python_env(paths, env, plain_loader=plain_loader))
-    except host.HostGone:
+    except HostGone:
         return None
-    return Outcome(_not_stopped(code, python, args), out, err, timed_out=code is None)
+    return ProcessResult(_not_stopped(code, python, args), out, err, timed_out=code is None)
 
 
 def _not_stopped(code: int | None, python: Path, args: Sequence[str]) -> int | None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from .elf import ElfLib, demangle
-from .report import CheckResult
+from cuforge.verify.elf import ElfLib, demangle
+from cuforge.verify.report import CheckResult
 
 Abi = Literal["old", "new"]
 

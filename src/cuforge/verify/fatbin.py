@@ -41,9 +41,9 @@ from typing import Literal
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from ..arches import Arch, ArchList, Target
-from .elf import ElfLib, demangle
-from .report import CheckResult, Status, worst
+from cuforge.config.arches import Arch, ArchList, ArchTarget
+from cuforge.verify.elf import ElfLib, demangle
+from cuforge.verify.report import CheckResult, Status, worst
 
 FATBIN_MAGIC = 0xBA55ED50
 SECTION = ".nv_fatbin"
@@ -279,7 +279,7 @@ def _groups(names: list[str], shown: int = 3) -> str:
     return f"{len(names)} kernel groups [{', '.join(names[:shown])}{more}]"
 
 
-def _target_findings(c: FatbinContainer, target: Target) -> list[tuple[Status, str]]:
+def _target_findings(c: FatbinContainer, target: ArchTarget) -> list[tuple[Status, str]]:
     """What is wrong or second-best for one group on one target (empty: native SASS)."""
     out: list[tuple[Status, str]] = []
     arch = target.arch

@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..runner import holding_nothing, supervised
+from cuforge.core.runner import holding_nothing, supervised
 
 _CONNECT_S = 120.0      # a host imports torch before it answers: seconds on a loaded machine
 

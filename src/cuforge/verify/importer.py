@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ._proc import Outcome, describe_exit, last_error_line, run_python
-from .report import CheckResult
+from cuforge.verify._proc import ProcessResult, describe_exit, last_error_line, run_python
+from cuforge.verify.report import CheckResult
 
 MARK = "cuforge-import:"  # printed before each import: tells which one crashed or hung
 
@@ -59,7 +59,7 @@ def _last_started(stdout: str) -> str:
     return marks[-1] if marks else "?"
 
 
-def interpret(outcome: Outcome, *, timeout: float, check: str = "import") -> CheckResult:
+def interpret(outcome: ProcessResult, *, timeout: float, check: str = "import") -> CheckResult:
     """Turn an import subprocess outcome into a result (shared with the smoke check's probe)."""
     where = _last_started(outcome.stdout)
     if outcome.timed_out:
@@ -103,7 +103,7 @@ def check_import(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
 
 
 def _import(python: Path, paths: Sequence[Path], modules: Sequence[str], *, with_torch: bool,
-            timeout: float, env: Mapping[str, str] | None = None) -> Outcome:
+            timeout: float, env: Mapping[str, str] | None = None) -> ProcessResult:
     """One import run. Without torch, also without LD_LIBRARY_PATH: as in a fresh venv."""
     return run_python(python, ["-c", _script(modules, import_torch=with_torch)], paths=paths,
                       timeout=timeout, plain_loader=not with_torch, env=env)
@@ -114,7 +114,8 @@ _TORCH_LIBS = re.compile(r"^lib(c10|torch|shm)[\w.-]*\.so")
 _MISSING = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
 
 
-def _without_torch(outcome: Outcome, modules: Sequence[str], *, timeout: float) -> CheckResult:
+def _without_torch(outcome: ProcessResult, modules: Sequence[str], *,
+                   timeout: float) -> CheckResult:
     """The verdict on the import without torch (and without LD_LIBRARY_PATH), as a user who
     imports this package first would see it: torch preloads CUDA libraries (libnvrtc, cuBLAS,
     ...) that a module may need but cannot find by itself. Says which, instead of passing

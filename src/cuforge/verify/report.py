@@ -17,7 +17,7 @@ from typing import Literal
 
 from rich.table import Table
 
-from ..arches import ArchList
+from cuforge.config.arches import ArchList
 
 Status = Literal["pass", "fail", "skipped", "warn"]
 
@@ -137,7 +137,7 @@ def merge(check: str, per_file: list[tuple[str, CheckResult]], *, empty: str) ->
 def _cell(result: CheckResult | None, width: int) -> str:
     if result is None:
         return "[dim]-[/dim]"
-    from ..console import EXPLAIN_PASS   # the upstream suite's own summary is the evidence
+    from cuforge.core.console import EXPLAIN_PASS   # the upstream suite's own summary is the evidence
     text = result.status if result.status == "pass" and result.check not in EXPLAIN_PASS else (
         result.summary if result.summary.startswith(result.status)
         else f"{result.status}: {result.summary}")
@@ -161,7 +161,7 @@ def render_table(reports: Iterable[WheelReport], *, width: int = 60) -> Table:
     reports = list(reports)
     extra = [c for r in reports for c in (x.check for x in r.results) if c not in CHECKS]
     columns = list(CHECKS) + list(dict.fromkeys(extra))
-    from ..console import table as make_table   # compact, folding: readable at 80 columns
+    from cuforge.core.console import table as make_table   # compact, folding: readable at 80 columns
     table = make_table("package", *columns, title="cuforge verify")
     table.show_lines = True
     for report in reports:

@@ -16,7 +16,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ._proc import run_python
+from cuforge.verify._proc import run_python
 
 _VERSIONS = """
 import json, sys

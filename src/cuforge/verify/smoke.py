@@ -32,12 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..arches import Arch
-from ._proc import describe_exit, last_error_line, run_python
-from .fatbin import FatbinContainer, runs_on
-from .importer import interpret
-from .report import CheckResult
-from .requirements import unmet
+from cuforge.config.arches import Arch
+from cuforge.verify._proc import describe_exit, last_error_line, run_python
+from cuforge.verify.fatbin import FatbinContainer, runs_on
+from cuforge.verify.importer import interpret
+from cuforge.verify.report import CheckResult
+from cuforge.verify.requirements import unmet
 
 SKIP_EXIT = 77
 _PROBE_MARK = "cuforge-device:"

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .. import platforms
-from .elf import ElfLib, demangle, is_elf
-from .report import CheckResult
+from cuforge.config import platforms
+from cuforge.verify.elf import ElfLib, demangle, is_elf
+from cuforge.verify.report import CheckResult
 
 _SHOWN = 12  # unresolved symbols listed per .so
 
@@ -33,7 +33,7 @@ _SHOWN = 12  # unresolved symbols listed per .so
 def system_dirs(machine: str = "", sysroot: str = "") -> tuple[Path, ...]:
     """The default library dirs for binaries of ``machine`` (an ELF ``e_machine``; default this
     machine's), multiarch first, as Debian's ld.so does. Under emulation the loader that runs
-    such a binary looks in its ``sysroot`` (the target's, cuforge.target) first, as
+    such a binary looks in its ``sysroot`` (the target's, cuforge.config.target) first, as
     here."""
     triplet = platforms.by_elf_machine(machine).triplet
     names = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
@@ -58,7 +58,7 @@ def ldconfig_cache() -> dict[str, tuple[Path, ...]]:
 
 
 @dataclass(frozen=True)
-class Resolution:
+class SymbolResolution:
     """What the loader would leave unresolved for one ``.so``."""
 
     unresolved: tuple[str, ...]  # mangled names
@@ -150,7 +150,7 @@ def interpreter_path(python: Path) -> Path:
     return Path(os.path.realpath(python))
 
 
-def resolve(so: Path, libs: LibrarySet, *, python: Path | None = None) -> Resolution:
+def resolve(so: Path, libs: LibrarySet, *, python: Path | None = None) -> SymbolResolution:
     """Which undefined symbols of ``so`` no library in its DT_NEEDED closure (plus the
     interpreter's closure, when ``python`` is an ELF executable) exports."""
     target = libs.open(so)
@@ -163,7 +163,7 @@ def resolve(so: Path, libs: LibrarySet, *, python: Path | None = None) -> Resolu
     providers = [lib for lib in found if lib is not target]
     unresolved = tuple(name for name in target.undefined()
                        if not any(lib.defines(name) for lib in providers))
-    return Resolution(unresolved, tuple(missing), tuple(lib.path for lib in found))
+    return SymbolResolution(unresolved, tuple(missing), tuple(lib.path for lib in found))
 
 
 def check_symbols(so: Path, libs: LibrarySet, *, python: Path | None = None) -> CheckResult:

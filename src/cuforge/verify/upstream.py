@@ -36,10 +36,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..recipes import UpstreamTests
-from ._proc import describe_exit, last_error_line, run_python
-from .report import CheckResult
-from .requirements import unmet
+from cuforge.config.recipes import UpstreamTests
+from cuforge.verify._proc import describe_exit, last_error_line, run_python
+from cuforge.verify.report import CheckResult
+from cuforge.verify.requirements import unmet
 
 CHECK = "upstream-tests"
 # "== 2 passed, 1 skipped in 0.12s ==", or without the rules under -q
@@ -137,8 +137,8 @@ def install_requirements(python: Path, requires: Sequence[str], target: Path,
 
 
 def _uv() -> str | None:
-    from ..errors import ToolchainError
-    from ..tools import find_uv
+    from cuforge.core.errors import ToolchainError
+    from cuforge.env.programs import find_uv
     try:
         return find_uv()
     except ToolchainError:

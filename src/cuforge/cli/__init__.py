@@ -1,0 +1,60 @@
+"""Command line: ``cuforge build|matrix|shell|verify|doctor|setup|patch|index|ci|resolve|...``.
+nox sessions and invoke tasks call this; it is also what runs on machines without nox/invoke
+(``python -m cuforge``). ``parser`` defines the commands and their options (and describes them
+to tasks.py), ``commands`` turns each parsed command into the typed request of the layer below.
+
+Errors are printed once, here, as a message and an exit code; ``CUFORGE_DEBUG=1`` shows the
+traceback. A reader that goes away (``cuforge matrix | head``) ends the command quietly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from cuforge.cli.parser import CLOSED_PIPE, make_parser
+from cuforge.core.console import QUIET, make_console, print_error
+from cuforge.core.errors import CuforgeError
+
+err_console = make_console(stderr=True)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt   # SIGTERM unwinds like Ctrl-C: running compilers are stopped
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    if args.quiet:
+        os.environ[QUIET] = "1"   # read by every console made from here on (and children)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        return _closed_pipe()
+    except CuforgeError as err:
+        if os.environ.get("CUFORGE_DEBUG"):
+            raise
+        print_error(err_console, err.label, str(err))
+        return err.exit_code
+    except KeyboardInterrupt as err:   # runner.Interrupted says which command was stopped
+        err_console.print(f"cuforge: interrupted{f' ({err})' if str(err) else ''}; nothing "
+                          "half-written was published", markup=False, highlight=False)
+        return 130
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout is gone: say nothing more. stdout now points at /dev/null, so the
+    interpreter's last flush at exit cannot raise again (Python's documented recipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return CLOSED_PIPE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""A parsed ``build`` command, typed and validated at the CLI edge: what the plan is made from
+(``plan.make_plan``) and what the executor then follows (``pipeline.executor``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuforge.config.arches import ArchPolicy
+from cuforge.config.combos import Combo
+from cuforge.config.target import Target
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """A parsed ``build`` command: typed and validated at the CLI edge."""
+
+    combo: Combo
+    packages: tuple[str, ...] = ()
+    jobs: int = 1
+    verbose: bool = False
+    dry_run: bool = False
+    keep_going: bool = False
+    src_overrides: tuple[tuple[str, Path], ...] = ()
+    prefer_prebuilt: bool = True
+    arch_policy: ArchPolicy | None = None   # overrides every recipe's (e.g. cumm: ptx | native)
+    skip_smoke: bool = False
+    rebuild: bool = False          # rebuild packages whose wheel is up to date
+    one_at_a_time: bool = False    # packages one after another, each with every job
+    cache: str = ""                # compiler cache override: off | local | dist | <dir> | redis://...
+    scheduler: str = ""            # --scheduler URL: the sccache-dist scheduler (--cache dist)
+    upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
+    team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
+    target: Target | None = None   # decided by the caller already (setup); else by build()
+
+    def __post_init__(self) -> None:
+        if self.arch_policy is not None:
+            object.__setattr__(self, "arch_policy", ArchPolicy(self.arch_policy))

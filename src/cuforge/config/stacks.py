@@ -1,0 +1,110 @@
+"""Workstation stacks (``stacks/*.toml``): which recipes a research code base needs, which patch
+set its checkout gets, which variables its venv sets on activation, and its model checks: the
+checkout's own models (``checkout_model``, run by ``setup``) and a miniature that needs only the
+wheels (``miniature``, run by ``verify --models``).
+A stack is data: adding one is a TOML file, not a branch in code."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuforge.env.checkoutreqs import CheckoutRequirement
+from cuforge.core.errors import ConfigError
+from cuforge.core.project import Project
+
+_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+    why: str          # one line, written above the variable in the env file
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    description: str
+    packages: tuple[str, ...]
+    patch_set: str
+    env: tuple[EnvVar, ...]
+    checkout_model: str       # run by setup as `SCRIPT CHECKOUT` ("" = none; path from the root)
+    file: Path
+    optional: tuple[str, ...] = ()   # installed when they build; a failure is reported, not fatal
+    miniature: str = ""       # verify --models: a model of ours over the wheels alone ("" = none)
+    # the checkout's own Python requirements: its file (read from the user's checkout), or a
+    # list written here for a code base without one, each entry saying where it comes from
+    requirements_file: str = ""
+    requirements: tuple[CheckoutRequirement, ...] = ()
+    # the code base itself: its name for people, where to clone it, and a path every
+    # checkout of it has (setup refuses a --checkout without it, before patching anything)
+    title: str = ""
+    repo: str = ""
+    checkout_marker: str = ""
+
+
+def available_stacks(project: Project) -> list[str]:
+    return sorted(p.stem for p in project.stacks_dir.glob("*.toml"))
+
+
+def load_stack(project: Project, name: str) -> Stack:
+    path = project.stacks_dir / f"{name}.toml"
+    if not path.is_file():
+        known = ", ".join(available_stacks(project)) or "none"
+        raise ConfigError(f"no stack named {name!r} in {project.stacks_dir}",
+                          hint=f"known stacks: {known}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    head = data.get("stack", {})
+    env = []
+    for row in data.get("env", []):
+        name_, why = row.get("name", ""), " ".join(str(row.get("why", "")).split())
+        if not _NAME.match(name_) or "value" not in row or not why:
+            raise ConfigError(f"{path}: every [[env]] needs name (A-Z_), value and why",
+                              hint=f"fix the entry {row!r}")
+        env.append(EnvVar(name_, str(row["value"]), why))
+    if not head.get("packages"):
+        raise ConfigError(f"{path}: [stack] lists no packages")
+    if "model_check" in head:
+        raise ConfigError(f"{path}: [stack] model_check was split in two",
+                          hint="checkout_model = the script setup runs on the user's checkout "
+                               "(it gets the checkout path); miniature = the one verify --models "
+                               "runs on wheels alone")
+    reqs = []
+    for row in data.get("requirement", []):
+        spec, source = str(row.get("spec", "")), " ".join(str(row.get("source", "")).split())
+        if not spec or not source:
+            raise ConfigError(f"{path}: every [[requirement]] needs spec and source (where it "
+                              "comes from)", hint=f"fix the entry {row!r}")
+        reqs.append(CheckoutRequirement(spec, source))
+    if reqs and head.get("requirements_file"):
+        raise ConfigError(f"{path}: [stack] requirements_file and [[requirement]] both given",
+                          hint="one source of requirements per stack")
+    return Stack(name=head.get("name", name), description=head.get("description", ""),
+                 packages=tuple(head["packages"]), patch_set=head.get("patch_set", ""),
+                 env=tuple(env), checkout_model=head.get("checkout_model", ""), file=path,
+                 optional=tuple(head.get("optional", ())), miniature=head.get("miniature", ""),
+                 requirements_file=head.get("requirements_file", ""), requirements=tuple(reqs),
+                 title=head.get("title", head.get("name", name)), repo=head.get("repo", ""),
+                 checkout_marker=head.get("checkout_marker", ""))
+
+
+def env_file_text(stack: Stack) -> str:
+    """The env file sourced on activation: one ``export`` per variable, its why above it.
+
+    >>> print(env_file_text(Stack("s", "", ("p",), "", (EnvVar("A", "x y", "because"),), "",
+    ...                           Path("s.toml"))).splitlines()[-2:])
+    ['# because', "export A='x y'"]
+    """
+    lines = [f"# cuforge setup {stack.name}: written by cuforge from {stack.file.name}; edits",
+             "# are overwritten by the next `cuforge setup`. Sourced by this venv's activate.", ""]
+    for var in stack.env:
+        lines += [f"# {var.why}", f"export {var.name}={shlex.quote(var.value)}"]
+    return "\n".join(lines) + "\n"

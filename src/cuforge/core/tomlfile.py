@@ -1,0 +1,33 @@
+"""Reading cuforge's TOML data files (combos, accels, recipes, patch sets) with errors that name
+the file and line, for people."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from cuforge.core.errors import ConfigError
+
+
+def read_toml(path: Path, what: str) -> dict:
+    """``path`` parsed; a syntax error is a ConfigError ``<path>:<line>: ...`` with a fix line.
+
+    >>> read_toml(Path("recipes/x.toml"), "recipe")   # 'name = ' on line 2
+    ConfigError: recipes/x.toml:2: not valid TOML: Invalid value (at line 2, column 8)
+    """
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path} is missing", hint=f"create the {what} file, or run from a "
+                          "cuforge checkout (or set CUFORGE_ROOT)") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path} is not UTF-8 text ({err.reason})",
+                          hint=f"save the {what} as UTF-8") from None
+    except tomllib.TOMLDecodeError as err:
+        found = re.search(r"at line (\d+), column (\d+)", str(err))
+        line = found.group(1) if found else "?"
+        raise ConfigError(f"{path}:{line}: not valid TOML: {err}",
+                          hint=f"fix the {what}'s syntax at line {line} "
+                          "(quoted strings, `key = value`, [tables]; see https://toml.io)"
+                          ) from None

@@ -1,0 +1,262 @@
+"""The executor: runs a build plan (``cuforge.pipeline.plan``), packages side by side under one
+jobs budget, dependents after their dependencies. Each package ends as one manifest line:
+compiled, prebuilt, skipped or FAILED. This module schedules; what one package's build does
+is in ``actions`` (a handler per action kind), ``wheelsource`` (the team's wheel, a prebuilt
+one, or one built here) and ``gate`` (verification, pins, the manifest entry, publish)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+from rich.markup import escape
+from rich.text import Text
+
+from cuforge.config.combos import Combo
+from cuforge.config.inputs import check_build
+from cuforge.config.recipes import Recipe, selection
+from cuforge.config.request import BuildRequest
+from cuforge.config.target import resolve
+from cuforge.core import runner
+from cuforge.core.console import duration, heartbeat, live_progress, make_console, progress_lines
+from cuforge.core.errors import CuforgeError
+from cuforge.core.project import Project
+from cuforge.env import venv
+from cuforge.pipeline import compiler_cache, slots
+from cuforge.pipeline.actions import ActionHandlers
+from cuforge.pipeline.gate import Gate
+from cuforge.pipeline.plan import PackagePlan, Plan, make_plan, up_to_date
+from cuforge.pipeline.wheelsource import WheelSources
+from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
+
+console = make_console(stderr=True)
+
+
+@dataclass
+class BuildOutcome:
+    """What a build did: one manifest entry per package it decided."""
+
+    entries: list[Entry] = field(default_factory=list)
+    check_seconds: float = 0.0   # wall time with some wheel being checked (side by side once)
+
+    @property
+    def failed(self) -> list[Entry]:
+        return [e for e in self.entries if e.status is Status.FAILED]
+
+
+def build(project: Project, req: BuildRequest) -> BuildOutcome:
+    # decided once (dry runs too: no cross-platform plan unless emulation was asked for)
+    if req.target is None:
+        req = replace(req, target=resolve(project, req.combo))
+    recipes, order = selection(project, list(req.packages or req.combo.packages),
+                               req.src_overrides)
+    check_build(project, req)   # what the dry run refuses too, before anything is written
+    if req.dry_run:
+        from cuforge.pipeline.dryrun import dry_run
+        dry_run(project, req, order)
+        return BuildOutcome()
+    log_dir = project.state_dir / "logs" / req.combo.env_id
+    log_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    preparing = f"{req.combo.id}: preparing the environment (log: {log_dir / 'env.log'})"
+    with console.status(f"[bold]{escape(req.combo.id)}[/]: preparing the environment"), \
+            heartbeat(console, lambda: [f"{preparing}, {duration(time.monotonic() - t0)}"]):
+        env = venv.prepare(project.state_dir, req.combo, req.target, log=log_dir / "env.log",
+                           verbose=req.verbose)
+    combo = env.combo   # an interpreter's own torch decides (venv): so does the dry run's
+    how = "reused" if env.reused else "created"
+    console.print(f"[bold]{combo.id}[/]: env {how} in {time.monotonic() - t0:.1f} s "
+                  f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
+                  f"{env.toolkit.root})")
+    with heartbeat(console, lambda: [f"{combo.id}: planning "
+                                     f"({duration(time.monotonic() - t0)})"]):
+        build_plan = make_plan(project, req, env, order)
+    executor = Executor(project, req, env, build_plan, log_dir, frozenset(recipes))
+    try:
+        with slots.pool(project.state_dir, build_plan.jobs) if build_plan.pooled else nullcontext():
+            outcome = executor.run()
+        if req.upstream_tests:
+            from cuforge.pipeline.upstream_stage import upstream_stage
+            upstream_stage(project, env, build_plan.wheel_dir, outcome.entries,
+                           {r.name: r for r in order}, dict(req.src_overrides), console)
+    except CuforgeError:   # a failed package stopped the build: the summary still counts
+        console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
+        raise
+    console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
+    return outcome
+
+
+def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:
+    """The build's last line: what it did to each package, where the wheels and the logs are,
+    how long it took."""
+    counts: dict[str, int] = {}
+    for pkg in executor.plan.packages:
+        entry = executor.results.get(pkg.name)
+        what = ("not started" if entry is None else "up to date" if pkg.name in executor.current
+                else "failed" if entry.status is Status.FAILED else str(entry.status))
+        counts[what] = counts.get(what, 0) + 1
+    order = ("compiled", "prebuilt", "up to date", "failed", "skipped", "not started")
+    said = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "nothing to build"
+    line = Text()
+    line.append(f"{executor.plan.combo.id}: ", style="bold")
+    line.append(f"{said} in {duration(seconds)}; wheelhouse {executor.plan.wheel_dir} "
+                f"(manifest.txt); logs {log_dir}")
+    return line
+
+
+class Executor(WheelSources, Gate, ActionHandlers):
+    """Runs a plan: a package starts once its dependencies are done and its share of the jobs
+    budget is free (shares never add up to more than the budget); commands that change the
+    combo env (pip install) run one at a time."""
+
+    def __init__(self, project: Project, req: BuildRequest, env: venv.ComboEnv, plan: Plan,
+                 log_dir: Path, recipe_names: frozenset[str]) -> None:
+        self.project, self.req, self.env, self.plan, self.log_dir = (project, req, env, plan,
+                                                                     log_dir)
+        self.recipe_names = recipe_names   # never installed from an index (runtimedeps.split)
+        self.run_env = env.target.step_env()   # what the env's Python needs to run (emulation)
+        self.house = Wheelhouse(plan.wheel_dir)
+        self.house.recover()   # finish or undo a publish that a killed run left half-done
+        self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
+        self.env_lock = threading.Lock()
+        self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
+        self._team: list | None = None   # the team index's wheels (--wheels), read once
+        self._torch_dist = None   # the env's torch as an index lists it (wheelmeta.TorchBuild)
+        self.started = time.monotonic()
+        self.side_by_side = plan.pooled or sum(1 for p in plan.packages
+                                               if p.jobs < plan.jobs) > 1
+        self.results: dict[str, Entry] = {}   # per package, as run() decides them
+        self.current: set[str] = set()         # packages found up to date
+        self.check_spans: list[tuple[float, float]] = []   # (start, end) of each verification
+
+    def _between(self, results: dict[str, Entry]) -> str:
+        """What the heartbeat says while no package shows a live line (a package's wheel is
+        being published, the next one is starting): a beat is never skipped."""
+        return (f"{self.plan.combo.id}: {len(results)} of {len(self.plan.packages)} packages "
+                f"done ({duration(time.monotonic() - self.started)})")
+
+    def run(self) -> BuildOutcome:
+        outcome = BuildOutcome()
+        results: dict[str, Entry] = {}
+        pending = list(self.plan.packages)
+        running: dict[Future, PackagePlan] = {}
+        free = self.plan.jobs
+        stop: CuforgeError | None = None
+        self.results = results   # read by summary_line, also after a failure
+        # the runner's session innermost: an interrupt stops the commands before the pool
+        # waits for the threads that run them
+        with live_progress(console) as progress, \
+                heartbeat(console, lambda: progress_lines(progress) or [self._between(results)]), \
+                ThreadPoolExecutor(max(1, self.plan.jobs)) as pool, runner.session(), \
+                self._check_host():
+            self.progress = progress
+            while (pending and stop is None) or running:
+                for pkg in list(pending if stop is None else ()):
+                    deps = [d for d in pkg.recipe.depends if d in _names(self.plan)]
+                    broken = [d for d in deps if d in results
+                              and results[d].status in (Status.FAILED, Status.SKIPPED)]
+                    if broken:
+                        pending.remove(pkg)
+                        results[pkg.name] = _record_skip(
+                            self.house, self.plan.combo, pkg.recipe,
+                            f"dependency {', '.join(broken)} failed")
+                        continue
+                    if any(d not in results for d in deps):
+                        continue
+                    current = None if self.req.rebuild else up_to_date(self.house, pkg)
+                    if current is not None:
+                        pending.remove(pkg)
+                        results[pkg.name] = current
+                        self.current.add(pkg.name)
+                        console.print(f"[green]up to date[/] {current.wheel} (same recipe, "
+                                      "patches, sources, arches and torch; --rebuild to "
+                                      "build again)")
+                        continue
+                    if pkg.jobs > free and running and not self.plan.pooled:
+                        continue   # pooled: the compile slots hold the budget instead
+                    pending.remove(pkg)
+                    free -= pkg.jobs
+                    running[pool.submit(self._package, pkg)] = pkg
+                if not running:
+                    continue
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    pkg = running.pop(fut)
+                    free += pkg.jobs
+                    try:
+                        results[pkg.name] = fut.result()
+                    except CuforgeError as err:   # not --keep-going: stop after the others
+                        stop = stop or err
+                        results[pkg.name] = Entry(pkg.name, Status.FAILED)
+        outcome.entries = [results[p.name] for p in self.plan.packages if p.name in results]
+        outcome.check_seconds = covered(self.check_spans)
+        if stop is not None:
+            raise stop   # printed once, by the CLI
+        return outcome
+
+    def _check_host(self):
+        """The checks of every wheel of this run share one interpreter of the env (each check
+        a child of it): torch is imported once per run, not three times per wheel."""
+        from cuforge.verify import host
+        return host.serving(self.env.info.python, self.run_env,
+                            enabled=not self.env.target.emulated)
+
+    def _package(self, pkg: PackagePlan) -> Entry:
+        if pkg.skip:
+            console.print(f"[yellow]skipped[/] {pkg.name}: {pkg.skip}")
+            return _record_skip(self.house, self.plan.combo, pkg.recipe, pkg.skip)
+        # the work dir is ours from fetch to publish (the wheel is copied out of it)
+        with work_lock(pkg.work, lambda text: console.print(escape(text))):
+            return self._build_and_publish(pkg)
+
+
+def covered(spans: list[tuple[float, float]]) -> float:
+    """Seconds in which at least one span runs (checks side by side count once).
+
+    >>> covered([(0, 4), (2, 6), (10, 11)])
+    7.0
+    """
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+def _names(plan: Plan) -> set[str]:
+    return {p.name for p in plan.packages}
+
+
+@contextmanager
+def work_lock(work: Path, say) -> Iterator[None]:
+    """One build at a time in a package's work dir: two cuforge runs, or two clones sharing a
+    ``build_dir``, wait for each other instead of compiling into the same tree."""
+    work.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(work) + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        say(f"waiting for another build in {work} (or for the compilers of a killed one to "
+            "end)")
+        lock.acquire()
+    try:
+        # every command's supervisor keeps the lock's file open: after a kill of cuforge the
+        # lock lasts until its last compiler is gone, so a new build never runs beside them
+        fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+        with runner.hold(fd) if fd is not None else nullcontext():
+            yield
+    finally:
+        lock.release()
+
+
+def _record_skip(house: Wheelhouse, combo: Combo, recipe: Recipe, reason: str) -> Entry:
+    return house.publish(None, Entry(package=recipe.name, status=Status.SKIPPED, reason=reason,
+                                     source=recipe.source.describe(), torch=combo.torch,
+                                     python=combo.python, arches_requested=combo.arches.torch()))

@@ -1,0 +1,185 @@
+"""Where a package's wheel comes from, in order: the team's (``--wheels``: downloaded, its
+pins checked as published, then every check a wheel built here gets), the recipe's prebuilt
+one (kept only when it covers the arches and passes the gate's checks), or one built here from
+source (under the compiler cache; built again without it when sccache itself failed)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from rich.markup import escape
+
+from cuforge.config.recipes import Recipe
+from cuforge.config.request import BuildRequest
+from cuforge.core import runner
+from cuforge.core.console import make_console
+from cuforge.core.errors import BuildError, CuforgeError
+from cuforge.env import venv
+from cuforge.pipeline import compiler_cache
+from cuforge.pipeline.gate import PREBUILT_GATE
+from cuforge.pipeline.plan import Action, ActionKind, PackagePlan, Plan
+from cuforge.publish.wheelhouse import Status
+from cuforge.verify.checks import check_summaries, embedded_arches
+
+console = make_console(stderr=True)
+
+
+@dataclass(frozen=True)
+class Made:
+    """A verified wheel, before it is pinned and published: how it came to be, its checks'
+    summaries, the arches it really embeds, and a note for the manifest's reason."""
+
+    wheel: Path
+    status: Status             # compiled, or prebuilt (downloaded, or a prebuilt recipe)
+    checks: dict[str, str]
+    embedded: dict[str, list[str]]
+    note: str = ""             # e.g. why the published wheel was not used
+    team: str = ""             # the team index it came from (--wheels): published as it is
+
+
+class WheelSources:
+    """The executor's ways to a verified wheel (mixed into ``executor.Executor``, which sets
+    the attributes below)."""
+
+    req: BuildRequest
+    env: venv.ComboEnv
+    plan: Plan
+    run_env: tuple[tuple[str, str], ...]
+    env_lock: threading.Lock
+    cache_reports: dict[str, compiler_cache.CacheReport]
+    _team: list | None
+
+    def _wheel_for(self, pkg: PackagePlan, log: Path, say) -> Made:
+        """A verified wheel: the team's (--wheels), an accepted prebuilt one, or one compiled
+        here."""
+        note = ""
+        if self.req.team_wheels:
+            say("trying the team's wheel")
+            got = self._try_team(pkg, log)
+            if isinstance(got, Made):
+                return got
+            console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(got)}; building it here")
+        if pkg.prebuilt:
+            say("trying the prebuilt wheel")
+            got = self._try_prebuilt(pkg, log)
+            if isinstance(got, Made):
+                return got
+            note = got
+            console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(note)}; compiling instead")
+        since = compiler_cache.error_log_size(pkg.cache)
+        try:
+            self._build_from_source(pkg, pkg.cache, log, say)
+        except BuildError:
+            why = compiler_cache.failed_inside(pkg.cache, since)
+            if not why:
+                raise
+            console.print(f"[yellow]warning[/]: {escape(pkg.name)}: sccache failed ({escape(why)});"
+                          " building again without the compiler cache")
+            self._build_from_source(replace(pkg, actions=_without_cache(pkg)), None, log, say,
+                                    why_off=f"sccache failed ({why}); built without it")
+        wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
+        say("verifying")
+        checks, embedded = self._verify(pkg, wheel, log)
+        how = Status.COMPILED if pkg.recipe.kind.compiles else Status.PREBUILT
+        return Made(wheel, how, checks, embedded, note)
+
+    def _build_from_source(self, pkg: PackagePlan, cache, log: Path, say, why_off: str = ""):
+        """Every action before verification, under ``cache`` (None: no compiler cache)."""
+        with compiler_cache.serve(cache, why_off or pkg.cache_off, log,
+                                  say=console.print) as cached:
+            self.cache_reports[pkg.name] = cached
+            for action in pkg.actions:
+                if action.kind is ActionKind.VERIFY:
+                    break
+                say(action.what)
+                self._do(pkg, action, log)
+
+    def _try_prebuilt(self, pkg: PackagePlan, log: Path) -> Made | str:
+        """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
+        passes the ABI, symbol, CUDA-runtime, fatbin and import checks. Else: why not."""
+        from cuforge.verify import context_from, verify_wheel
+        try:
+            for action in pkg.prebuilt:
+                if action.kind is not ActionKind.GATE:
+                    self._do(pkg, action, log)
+            wheel = _single_wheel(pkg.work / "prebuilt", pkg.recipe)
+        except CuforgeError as err:
+            return f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
+        try:
+            self._install_runtime_requirements(wheel, log)
+        except CuforgeError as err:
+            return f"prebuilt {wheel.name}: its requirements do not install ({err})"
+        with self._timed_check():
+            report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env,
+                                                      no_device=self.env.target.no_device,
+                                                      sysroot=self.env.target.sysroot),
+                                  **self._smoke(pkg.recipe),
+                                  modules=list(pkg.recipe.modules),
+                                  dependency_paths=self._dependency_paths(pkg))
+        bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
+        bad += [r for r in report.results if r.check == "smoke" and r.status == "fail"]
+        if bad:
+            why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
+            return f"prebuilt {wheel.name} rejected ({why})"
+        return Made(wheel, Status.PREBUILT, check_summaries(report), embedded_arches(wheel))
+
+    def _team_index(self) -> list:
+        from cuforge.publish import teamwheels
+        with self.env_lock:   # read once per run, by whichever package asks first
+            if self._team is None:
+                self._team = teamwheels.list_wheels(self.req.team_wheels)
+            return self._team
+
+    def _try_team(self, pkg: PackagePlan, log: Path) -> Made | str:
+        """The team's newest wheel for this package and combo, downloaded and put through the
+        pins/RECORD check as published, then every check a wheel built here gets; else why
+        not. A refused wheel is kept in the work dir for inspection."""
+        from cuforge.publish import teamwheels, wheelmeta
+        accel = self.plan.combo.accel.tag
+        torch = self._torch_build()
+        labels = (wheelmeta.local_label(accel, torch.version, links_torch=True), accel, "")
+        try:
+            found = teamwheels.candidates(
+                self._team_index(), pkg.name, accel=accel, labels=labels,
+                python=f"cp{self.plan.combo.python.replace('.', '')}",
+                platform_ok=self.plan.combo.target.accepts)
+            if not found:
+                return (f"the team index {self.req.team_wheels} has no wheel for it "
+                              f"(+{labels[0]}, +{accel} or pure, cp{self.plan.combo.python})")
+            # the pins check reads the combo from the directory's name, as in a wheelhouse
+            staging = pkg.work / "team" / self.plan.wheel_dir.parent.name / self.plan.wheel_dir.name
+            shutil.rmtree(staging, ignore_errors=True)
+            wheel = teamwheels.download(found[0], staging)
+        except CuforgeError as err:
+            return f"no team wheel ({err.summary})"
+        runner.note(log, f"team wheel {found[0].url}")
+        pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(self.plan.wheel_dir))
+        if pins is not None and pins.status == "fail":
+            return f"team wheel {wheel.name} refused (pins: {pins.detail})"
+        try:
+            # its import needs its dependencies as a build here gets them (the DEPS action):
+            # their wheels from this wheelhouse (the team's, accepted first) into its overlays
+            self._deps(pkg, None, log)
+            checks, embedded = self._verify(pkg, wheel, log)
+        except CuforgeError as err:
+            return f"team wheel {wheel.name} refused ({err.summary})"
+        if pins is not None:
+            checks = {**checks, "pins": f"pass: {pins.detail}"}
+        return Made(wheel, Status.PREBUILT, checks, embedded, team=self.req.team_wheels)
+
+
+def _without_cache(pkg: PackagePlan) -> tuple[Action, ...]:
+    """The package's actions with each build command as it runs without the compiler cache."""
+    plain = dict(pkg.uncached)
+    return tuple(replace(a, step=plain.get(a.step, a.step)) if a.step else a
+                 for a in pkg.actions if a.kind not in (ActionKind.SEED, ActionKind.REMEMBER))   # cache-only
+
+
+def _single_wheel(staging: Path, recipe: Recipe) -> Path:
+    wheels = sorted(staging.glob("*.whl"))
+    if len(wheels) != 1:
+        raise BuildError(f"{recipe.name}: expected one wheel in {staging}, found {len(wheels)}")
+    return wheels[0]

@@ -1,0 +1,178 @@
+"""The wheel rewritten at publish (``cuforge.publish.wheelmeta`` says what it is written to say,
+and reads it back): METADATA's Requires-Dist with torch's exact build and its CUDA runtime line
+and every wheelhouse package pinned, the local version label, the import guard of a wheel that
+links torch, the new file name, ``.dist-info`` and RECORD.
+
+>>> pinned_requirements(["torch>=2", "scipy", "cumm-cu126<0.8.0"],
+...                     torch=TorchBuild("2.11.0+cu130", ("nvidia-cuda-runtime==13.0.96",)),
+...                     house={"cumm-cu130": "0.8.2+cu130"}, depends=["pccm"])
+['scipy', 'cumm-cu130==0.8.2+cu130', 'torch==2.11.0+cu130', 'nvidia-cuda-runtime==13.0.96']
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from cuforge.core.digest import record_digest
+from cuforge.publish.wheelmeta import (SIGNATURES, TorchBuild, admitted_builds, check,
+                                       cuda_runtime_lines, dist_info, has_compiled_code,
+                                       house_name, links_torch, local_label, metadata,
+                                       torch_requirement, versions_in)
+
+
+def _as_build(torch: str | TorchBuild) -> TorchBuild:
+    return torch if isinstance(torch, TorchBuild) else TorchBuild(torch)
+
+
+# -- rewriting -------------------------------------------------------------------------------------
+def pinned_requirements(requires: list[str], *, torch: str | TorchBuild | None,
+                        house: Mapping[str, str], depends: Iterable[str] = (),
+                        own: str | None = None) -> list[str]:
+    """The Requires-Dist list with torch (when given: its exact build, ``own`` its label, and
+    its CUDA runtime line) and wheelhouse packages pinned exactly (the module's example)."""
+    out, pinned = [], set()
+    for line in requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            out.append(line)
+            continue
+        if req.marker and "extra" in str(req.marker):
+            out.append(line)                      # optional extras stay as they were
+            continue
+        if canonicalize_name(req.name) == "torch" and torch is not None:
+            continue                              # replaced by the exact pin below
+        found = house_name(req.name, house)
+        if found is None:
+            out.append(line)
+            continue
+        if found not in pinned:
+            marker = f"; {req.marker}" if req.marker else ""
+            out.append(f"{found}=={house[found]}{marker}")
+            pinned.add(found)
+    for dep in depends:
+        found = house_name(dep, house)
+        if found is not None and found not in pinned:
+            out.append(f"{found}=={house[found]}")
+            pinned.add(found)
+    if torch is not None:
+        build = _as_build(torch)
+        out.append(torch_requirement(build.version, own=own))
+        out += [line for line in build.runtime if line not in out]
+    return out
+
+
+def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
+    head, sep, body = text.partition("\n\n")
+    lines, kept = head.splitlines(), []
+    skipping = False
+    for line in lines:
+        if line[:1] in (" ", "\t") and kept:       # a continuation of the previous header
+            if not skipping:
+                kept.append(line)
+            continue
+        skipping = line.startswith("Requires-Dist:")
+        if skipping:
+            continue
+        kept.append(f"Version: {version}" if line.startswith("Version:") else line)
+    kept += [f"Requires-Dist: {r}" for r in requires]
+    return "\n".join(kept) + "\n" + (sep[1:] + body if sep else "")
+
+
+def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
+        house: Mapping[str, str], depends: Iterable[str] = ()) -> Path:
+    """Write ``wheel`` into ``dest`` with its pins (module docstring); returns the new file.
+    A pure-Python wheel keeps its version; its wheelhouse requirements are still pinned."""
+    build = _as_build(torch)
+    torch_linked = links_torch(wheel)
+    version, requires = metadata(wheel)
+    if has_compiled_code(wheel):
+        label = local_label(accel, build.version, links_torch=torch_linked)
+        version = f"{version.partition('+')[0]}+{label}"
+    requires = pinned_requirements(requires, torch=build if torch_linked else None, house=house,
+                                   depends=depends, own=build.label(accel))
+    name, _old_version, *rest = wheel.name.removesuffix(".whl").split("-")
+    out = dest / ("-".join([name, str(Version(version)), *rest]) + ".whl")
+    dest.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w") as dst:
+        guard = _guard(wheel, src.namelist(), str(Version(version)), build, accel, requires) \
+            if torch_linked else {}
+        old_info = dist_info(src.namelist())
+        project = old_info.removesuffix(".dist-info").rpartition("-")[0]
+        new_prefix = f"{project}-{Version(version)}"
+        renames = {old_info: f"{new_prefix}.dist-info",
+                   old_info.removesuffix(".dist-info") + ".data": f"{new_prefix}.data"}
+        record_name = f"{new_prefix}.dist-info/RECORD"
+        record = []
+        for arcname, data in guard.items():   # first: verify's import check imports it first
+            dst.writestr(zipfile.ZipInfo(arcname, (2020, 1, 1, 0, 0, 0)), data,
+                         compress_type=zipfile.ZIP_DEFLATED)
+            record.append(f"{arcname},sha256={record_digest(data)},{len(data)}")
+        for info in src.infolist():
+            top, slash, rest_path = info.filename.partition("/")
+            arcname = renames.get(top, top) + slash + rest_path
+            if arcname == record_name or rest_path in SIGNATURES and top == old_info \
+                    or arcname in guard:
+                continue                          # RECORD is written anew; signatures die
+            data = src.read(info)
+            if arcname == f"{new_prefix}.dist-info/METADATA":
+                data = _rewrite_metadata(data.decode(), str(Version(version)), requires).encode()
+            copy = zipfile.ZipInfo(arcname, info.date_time)
+            copy.external_attr, copy.compress_type = info.external_attr, info.compress_type
+            dst.writestr(copy, data)
+            if not arcname.endswith("/"):
+                record.append(f"{arcname},sha256={record_digest(data)},{len(data)}")
+        record.append(f"{record_name},,")
+        dst.writestr(zipfile.ZipInfo(record_name, (2020, 1, 1, 0, 0, 0)),
+                     "\n".join(record) + "\n", compress_type=zipfile.ZIP_DEFLATED)
+    return out
+
+
+def _guard(wheel: Path, names: list[str], version: str, build: TorchBuild, accel: str,
+           requires: list[str]) -> dict[str, bytes]:
+    """The import guard's files (cuforge.publish.importguard) for a wheel that links torch: it
+    accepts the builds its torch pin admits, nothing else."""
+    from cuforge.publish import importguard
+    dist = canonicalize_name(parse_wheel_filename(wheel.name)[0])
+    public = Version(build.version).public
+    torch_lines = [r for r in requires if canonicalize_name(Requirement(r).name) == "torch"]
+    return importguard.files(dist, f"{dist} {version}", importguard.top_level_names(names),
+                             public, admitted_builds(torch_lines, public), build.label(accel))
+
+
+def torch_build(python: Path, fallback: str,
+                env: tuple[tuple[str, str], ...] = ()) -> TorchBuild:
+    """The torch of an env as an index lists it: its *distribution* version (``2.14.1``, what a
+    pin must name; ``torch.__version__`` says ``2.14.1+cu130`` for the same PyPI wheel) and
+    its CUDA runtime requirement. ``fallback`` (its public part) serves when the metadata
+    cannot be read (a source build of torch without dist-info)."""
+    from cuforge.core.errors import VerifyError
+    from cuforge.core.runner import capture
+    code = ("import importlib.metadata as m, json; d = m.distribution('torch'); "
+            "print(json.dumps([d.version, d.requires or []]))")
+    try:
+        version, requires = json.loads(capture([str(python), "-c", code], error=VerifyError,
+                                               env=dict(env)))
+    except (VerifyError, ValueError):
+        return TorchBuild(fallback)
+    return TorchBuild(version or fallback, cuda_runtime_lines(requires))
+
+
+def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str,
+                   torch: str | TorchBuild, depends: Iterable[str] = ()):
+    """The pinned copy of ``wheel`` for ``directory`` (in ``dest``) and its ``pins`` check,
+    made before it is published; VerifyError if the check fails (nothing is published)."""
+    from cuforge.core.errors import VerifyError
+    house = versions_in(directory) if directory.is_dir() else {}
+    out = pin(wheel, dest, accel=accel, torch=torch, house=house, depends=depends)
+    result = check(out, directory, house=house)
+    if result is not None and result.status == "fail":
+        raise VerifyError(result.detail, hint="a cuforge bug: report it with the wheel")
+    return out, result

@@ -1,0 +1,274 @@
+"""The wheelhouse: wheels plus a manifest, written atomically under a lock.
+
+Publishing is a small journal: the wheel is copied in full to ``.incoming-<wheel>.part``, then
+its manifest line is appended (one ``write`` of a whole line, then ``fsync``), then the copy is
+renamed into place. A process killed anywhere in between leaves either an ``.incoming-`` copy
+without a line (deleted by the next ``recover``) or a line whose complete copy still waits
+(renamed in by the next ``recover``, which checks the copy's sha256 against the line first):
+never a visible wheel without its verified line, nor a torn line. The readable table ``manifest.txt`` is regenerated to a temporary file and renamed.
+A directory with a package index (``simple/``, cuforge.publish.index) has it brought up to date in the
+same step, under the same lock, and again by ``recover`` after a kill.
+A full disk (or a file-size limit) while publishing undoes the partial work and raises
+:class:`~cuforge.core.errors.WheelhouseError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from enum import StrEnum
+from pathlib import Path
+
+from filelock import FileLock
+
+from cuforge.core import faults
+from cuforge.publish import index
+from cuforge.core.digest import sha256_of
+from cuforge.core.errors import VerifyError, WheelhouseError
+
+MANIFEST = "manifest.jsonl"
+TABLE = "manifest.txt"
+TABLE_WIDTHS = (9, 32, 12, 28)   # status, package, version, arches; the wheel last
+INCOMING = ".incoming-"
+
+
+class Status(StrEnum):
+    """How a package ended, as its manifest line says (the published builder's words)."""
+
+    COMPILED = "compiled"
+    PREBUILT = "prebuilt"
+    SKIPPED = "skipped"
+    FAILED = "FAILED"
+
+    @property
+    def has_wheel(self) -> bool:
+        return self in (Status.COMPILED, Status.PREBUILT)
+
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One manifest line."""
+
+    package: str
+    status: Status
+    version: str = ""
+    wheel: str = ""
+    wheel_sha256: str = ""
+    source: str = ""
+    arches_requested: str = ""
+    arches_embedded: dict[str, list[str]] = field(default_factory=dict)   # {"sass": [...], "ptx": [...]}
+    arch_policy: str = ""
+    checks: dict[str, str] = field(default_factory=dict)
+    torch: str = ""
+    python: str = ""
+    cuda: str = ""
+    build_seconds: float = 0.0
+    log: str = ""
+    reason: str = ""
+    recipe_digest: str = ""            # recipe + patch files; a change makes the wheel stale
+    runtime_installed: list[str] = field(default_factory=list)   # Requires-Dist verify installed
+    plan_key: str = ""                 # the build plan's key (cuforge.pipeline.plan): equal = up to date
+    compiler_cache: dict = field(default_factory=dict)   # storage, hits, misses, hit_rate
+    upstream_wheel: str = ""           # the wheel as built, before its pins were written in
+    requires: list[str] = field(default_factory=list)    # its Requires-Dist as published
+    time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    def __post_init__(self) -> None:   # a manifest line read back: its status is a Status
+        object.__setattr__(self, "status", Status(self.status))
+
+    def line(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+class Wheelhouse:
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+
+    @property
+    def lock(self) -> FileLock:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.dir / ".lock"))
+
+    def publish(self, wheel: Path | None, entry: Entry) -> Entry:
+        """Put ``wheel`` (if any) and its ``entry`` into the wheelhouse: both or neither, even
+        if the process dies in between (see the module docstring)."""
+        with self.lock:
+            self._recover()
+            incoming = None
+            if wheel is not None:
+                incoming = self.dir / f"{INCOMING}{wheel.name}.part"   # not *.whl: unseen
+                self._guard(incoming, lambda: shutil.copyfile(wheel, incoming))
+            self._guard(incoming, lambda: self._append(entry))
+            faults.point("publish")
+            if incoming is not None:
+                os.replace(incoming, self.dir / wheel.name)
+            self._write_table()
+            self._refresh_index()
+        return entry
+
+    def recover(self) -> None:
+        """Finish or undo what a killed publish left behind (cheap when nothing is there)."""
+        with self.lock:
+            self._recover()
+
+    def _recover(self) -> None:
+        for stale in [*self.dir.glob(".table-*"), *self.dir.glob(".manifest-*")]:
+            stale.unlink(missing_ok=True)
+        manifest, table = self.dir / MANIFEST, self.dir / TABLE
+        if not manifest.exists():
+            return
+        with open(manifest, "rb") as f:
+            torn = f.seek(0, os.SEEK_END) > 0 and f.seek(-1, os.SEEK_END) >= 0 \
+                and f.read(1) != b"\n"
+        if torn:    # a torn last line (power loss): drop it
+            data = manifest.read_bytes()
+            self._rewrite_manifest(data[:data.rfind(b"\n") + 1])
+        incoming = sorted(self.dir.glob(f"{INCOMING}*"))
+        latest = {e.wheel: e for e in self.entries() if e.wheel} if incoming else {}
+        for path in incoming:
+            name = path.name.removeprefix(INCOMING).removesuffix(".part")
+            entry = latest.get(name)
+            if entry is not None and entry.wheel_sha256 == sha256_of(path):
+                os.replace(path, self.dir / name)    # its line is written: roll forward
+            else:
+                path.unlink()                          # no line: it never happened
+        if incoming or not table.exists() or table.stat().st_mtime < manifest.stat().st_mtime:
+            self._write_table()
+        self._refresh_index()   # a publish killed after its rename left the index behind
+
+    def write_index(self) -> index.IndexTree:
+        """Write (or rewrite) this directory's index under the lock: ``cuforge index``."""
+        with self.lock:
+            return index.rewrite(self.dir)
+
+    def _refresh_index(self) -> None:
+        """The directory's package index, if it has one, listing the wheels there now."""
+        try:
+            index.refresh(self.dir)
+        except OSError as err:   # the index is derived: the wheel and its line stand
+            raise WheelhouseError(
+                f"the wheelhouse {self.dir} is up to date, but its index (simple/) could not "
+                f"be rewritten: {err.strerror or err}",
+                hint=f"free disk space there and run `cuforge index {self.dir}`") from None
+
+    def _guard(self, incoming: Path | None, write) -> None:
+        """Run ``write``; on a full disk remove the incoming copy and raise a clean error."""
+        try:
+            write()
+        except OSError as err:
+            if incoming is not None:
+                incoming.unlink(missing_ok=True)
+            raise WheelhouseError(
+                f"cannot write to the wheelhouse {self.dir}: {err.strerror or err}; "
+                "nothing was published",
+                hint="free disk space there (or point CUFORGE_WHEELHOUSE elsewhere) and run "
+                "the same command again") from None
+
+    def verified(self, entry: Entry) -> Path:
+        """The path of ``entry``'s wheel, after checking it still has the sha256 its manifest
+        line recorded (installing a wheel altered after verification must fail closed)."""
+        path = self.dir / entry.wheel
+        digest = sha256_of(path) if path.is_file() else "missing"
+        if digest != entry.wheel_sha256:
+            raise VerifyError(f"{path}: sha256 {digest}, but its manifest line recorded "
+                              f"{entry.wheel_sha256}: it changed after it was verified",
+                              hint=f"rebuild it: cuforge build --only {entry.package} --rebuild")
+        return path
+
+    def entries(self) -> list[Entry]:
+        path = self.dir / MANIFEST
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            if line.strip():
+                data = json.loads(line)
+                known = {k: v for k, v in data.items() if k in Entry.__dataclass_fields__}
+                out.append(Entry(**known))   # lines from older cuforge versions stay readable
+        return out
+
+    def latest(self) -> dict[str, Entry]:
+        """The newest entry per package."""
+        latest: dict[str, Entry] = {}
+        for e in self.entries():
+            latest[e.package] = e
+        return latest
+
+    def intact(self, entry: Entry) -> bool:
+        """The entry's wheel is here with the bytes its line records."""
+        wheel = self.dir / entry.wheel
+        return wheel.is_file() and sha256_of(wheel) == entry.wheel_sha256
+
+    def _append(self, entry: Entry) -> None:
+        data = (entry.line() + "\n").encode()
+        fd = os.open(self.dir / MANIFEST, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        size = os.fstat(fd).st_size
+        try:
+            # one write of one whole line: O_APPEND keeps it contiguous
+            if os.write(fd, data) != len(data):
+                raise OSError(27, "File too large")   # a partial line: the limit was hit
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, size)    # never leave a torn line behind
+            raise
+        finally:
+            os.close(fd)
+
+    def _write_table(self) -> None:
+        # imported here: cuforge.verify loads every check (pyelftools too) for one name
+        from cuforge.verify.upstream import CHECK as UPSTREAM_CHECK
+        cells = [("status", "package", "version", "arches (sass | ptx)", "wheel")]
+        notes: dict[int, str] = {}
+        for e in self.latest().values():
+            arches = " ".join(e.arches_embedded.get("sass", [])) + " | " + " ".join(
+                e.arches_embedded.get("ptx", []))
+            cells.append((e.status, e.package, e.version, arches, e.wheel or e.reason))
+            if e.checks.get(UPSTREAM_CHECK):   # the suite's summary line, under its wheel
+                notes[len(cells) - 1] = f"upstream tests: {e.checks[UPSTREAM_CHECK]}"
+        # each column at least its usual width, wider for a longer cell: a long version
+        # (2.3.8+cu130torch2.14.1) must not push the columns after it out of line
+        widths = [max(least, *(len(row[i]) for row in cells))
+                  for i, least in enumerate(TABLE_WIDTHS)]
+        rows = []
+        for i, row in enumerate(cells):
+            rows.append(" ".join(c.ljust(w) for c, w in zip(row, widths)) + " " + row[4])
+            if i in notes:
+                rows.append(" " * (widths[0] + widths[1] + 2) + notes[i])
+        fd, tmp = tempfile.mkstemp(prefix=".table-", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write("\n".join(rows) + "\n")
+            _readable(tmp)
+            faults.point("manifest")
+            os.replace(tmp, self.dir / TABLE)
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)   # the table is derived: the next publish redoes it
+
+    def _rewrite_manifest(self, data: bytes) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=self.dir)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        _readable(tmp)
+        faults.point("manifest")
+        os.replace(tmp, self.dir / MANIFEST)
+
+
+def _readable(path: str | Path) -> None:
+    """0644 (less the umask), as the wheels and manifest.jsonl are: ``mkstemp`` makes 0600, and
+    a served wheelhouse (``cuforge index``, a web server) must be readable by others."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o644 & ~umask)
+
+
+def write_indexes(paths: list[Path]) -> list[index.IndexTree]:
+    """``cuforge index``: every wheel under ``paths`` checked first, then one index per
+    wheel directory, each written under its wheelhouse lock."""
+    return [Wheelhouse(d).write_index() for d in index.checked_dirs(paths)]

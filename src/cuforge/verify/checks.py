@@ -1,0 +1,53 @@
+"""Where a recipe's wheel meets the verification layer (``cuforge.verify``): its smoke script,
+the manifest's one-line summary of each check, the package log's record of them, and the arches
+a wheel really embeds. The build (``pipeline.gate``) and ``cuforge verify``
+(``verify.command``) use them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuforge.core.project import Project
+from cuforge.config.recipes import Recipe
+
+
+def log_report(log: Path, report) -> None:
+    """Every check's verdict and detail into the package's log: the console shows one word per
+    check, and a passing smoke's message (what it compared, on which GPU) is evidence too."""
+    with open(log, "a") as sink:
+        sink.write(f"\n# verification of {report.wheel.name}\n")
+        for check, summary in check_summaries(report).items():
+            sink.write(f"{check}: {summary}\n")
+
+
+def check_summaries(report) -> dict[str, str]:
+    """``{check: "status: detail"}`` for the manifest (details that start with their status,
+    like "skipped: no GPU", are not prefixed twice)."""
+    return {r.check: r.detail if r.detail.startswith(r.status) else
+            f"{r.status}: {r.detail}" if r.detail else r.status for r in report.results}
+
+
+def smoke_script(project: Project, recipe: Recipe):
+    """The recipe's smoke test (``smoke/smoke_<name>.py`` or its ``script``), None without one."""
+    from cuforge.verify import SmokeScript
+    path = recipe.smoke.path(project, recipe.name)
+    return SmokeScript(path, recipe.smoke.gpu, recipe.smoke.requires) if path.is_file() else None
+
+
+def embedded_arches(wheel: Path) -> dict[str, list[str]]:
+    """SASS and PTX arch numbers embedded in all ``.so`` files of ``wheel``, read from their
+    ``.nv_fatbin`` sections (what is really there, not what was requested)."""
+    import tempfile
+
+    from cuforge.verify.elf import shared_objects
+    from cuforge.verify.fatbin import read_fatbin
+    from cuforge.verify.wheel import unpack
+    sass: set = set()
+    ptx: set = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = unpack(wheel, Path(tmp))
+        for so in shared_objects(root):
+            for container in read_fatbin(so) or []:
+                sass.update(container.sass)
+                ptx.update(container.ptx)
+    return {"sass": [a.number for a in sorted(sass)], "ptx": [a.number for a in sorted(ptx)]}

@@ -1,0 +1,124 @@
+"""What ``cuforge setup`` will do, decided before anything runs: the parsed request, the
+stack's recipes in build order, what to build, what is missing, and which wheels install."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+
+from cuforge.config.combos import Combo
+from cuforge.config.recipes import Recipe, build_order, load_recipes
+from cuforge.config.stacks import Stack, load_stack
+from cuforge.config.target import Target
+from cuforge.core.errors import ConfigError, MissingWheelError
+from cuforge.core.project import Project
+from cuforge.env import venv
+from cuforge.env.checkoutreqs import CheckoutRequirement, IndexOptions, parse_requirements_file
+from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
+
+
+@dataclass(frozen=True)
+class SetupRequest:
+    """A parsed ``setup`` command."""
+
+    stack: str
+    checkout: Path
+    venv: Path
+    combo: Combo
+    dry_run: bool = False
+    jobs: int = 1
+    rebuild: bool = False        # rebuild the stack's wheels even when up to date
+    no_build: bool = False       # install what the wheelhouse has; build nothing
+    src_overrides: tuple[tuple[str, Path], ...] = ()   # --src NAME=PATH, as for build
+    requirements: bool = True    # the checkout's own requirements (--no-requirements: skip)
+    index: IndexOptions = IndexOptions()   # --find-links DIR, --no-index
+    team_wheels: str = ""        # --wheels URL|DIR: a team's index, tried before compiling
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What setup will do, decided before anything runs (``--dry-run`` prints it)."""
+
+    stack: Stack
+    combo: Combo
+    recipes: tuple[Recipe, ...]          # the stack's packages and their dependencies, in order
+    to_build: tuple[str, ...]            # handed to the build (it skips the up-to-date ones)
+    missing: tuple[str, ...]             # no usable wheel in the wheelhouse yet
+    house: Wheelhouse
+    required: frozenset[str]             # the non-optional packages and their dependencies
+    target: Target                       # where the combo's code runs (cuforge.target)
+
+
+def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
+    from cuforge.pipeline.plan import wheel_dir
+    stack = load_stack(project, req.stack)
+    recipes = load_recipes(project)
+    unknown = [n for n in (*stack.packages, *stack.optional) if n not in recipes]
+    if unknown:
+        raise ConfigError(f"stack {stack.name} names packages without a recipe: "
+                          f"{', '.join(unknown)}", hint=f"fix `packages` in {stack.file}")
+    order = build_order(recipes, [*stack.packages, *stack.optional])
+    required = frozenset(r.name for r in build_order(recipes, list(stack.packages)))
+    combo = req.combo
+    if combo.interpreter:   # its torch decides the wheelhouse, as in a build
+        combo = replace(combo, torch=venv.check_interpreter(combo, target).torch)
+    house = Wheelhouse(wheel_dir(project, combo))
+    latest = house.latest()
+    missing = tuple(r.name for r in order if not usable(house, latest.get(r.name)))
+    # An optional package that failed before is not retried on every run (--rebuild does).
+    to_build = () if req.no_build else tuple(
+        n for n in (*stack.packages, *stack.optional)
+        if req.rebuild or n in required or not _failed(latest.get(n)))
+    return Setup(stack, combo, tuple(order), to_build, missing, house, required, target)
+
+
+def usable(house: Wheelhouse, entry: Entry | None) -> bool:
+    return (entry is not None and entry.status.has_wheel
+            and (house.dir / entry.wheel).is_file())
+
+
+def _failed(entry: Entry | None) -> bool:
+    return entry is not None and entry.status is Status.FAILED
+
+
+def installable(p: Setup) -> tuple[list[tuple[Recipe, Path]], list[str]]:
+    """The (recipe, wheel) pairs to install, and the optional packages left out (with why).
+    A required package without a wheel is an error; one recorded as skipped (no kernels for
+    these arches) installs nothing."""
+    latest = p.house.latest()
+    wheels: list[tuple[Recipe, Path]] = []
+    left_out: list[str] = []
+    for r in p.recipes:
+        entry = latest.get(r.name)
+        usable = (entry is not None and entry.status.has_wheel
+                  and (p.house.dir / entry.wheel).is_file())
+        if usable:
+            wheels.append((r, p.house.dir / entry.wheel))
+        elif entry is not None and entry.status is Status.SKIPPED and r.name in p.required:
+            left_out.append(f"{r.name} ({entry.reason or 'skipped'})")
+        elif r.name not in p.required:
+            why = entry.reason.splitlines()[0] if entry and entry.reason else "no wheel"
+            left_out.append(f"{r.name} (optional: {why})")
+        else:
+            raise MissingWheelError(f"{r.name} has no wheel in {p.house.dir}",
+                             hint=f"cuforge build --combo {p.combo.id} --only {r.name}")
+    return wheels, left_out
+
+
+def checkout_requirements(stack: Stack, checkout: Path) -> list[CheckoutRequirement]:
+    """The stack's own list, or the requirements file in the user's checkout as it is there."""
+    if not stack.requirements_file:
+        return list(stack.requirements)
+    path = checkout / stack.requirements_file
+    if not path.is_file():
+        raise ConfigError(f"{stack.file.name} says the checkout has {stack.requirements_file}, "
+                          f"but {path} does not exist",
+                          hint="check --checkout, or pass --no-requirements")
+    return parse_requirements_file(path, stack.requirements_file)
+
+
+def name_version(wheel: Path) -> tuple[str, str]:
+    name, version, _, _ = parse_wheel_filename(wheel.name)
+    return str(name), str(version)

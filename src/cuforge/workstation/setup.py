@@ -1,0 +1,273 @@
+"""``cuforge setup milo|pointcept --checkout PATH``: from a verified wheelhouse to a working
+environment for the user's own checkout, in one idempotent command.
+
+1. build the stack's wheels first when the wheelhouse lacks them or they are out of date;
+2. create or reuse the user's venv with uv and put the combo's torch in it;
+3. install the stack's wheels (and their runtime requirements, never another torch), then the
+   checkout's own requirements with torch and those wheels held (``env.checkoutreqs``); when
+   step 1 builds or takes wheels, 2 and the checkout's requirements go beside it, torch held;
+4. apply the stack's patch set to the checkout;
+5. write the env file (each variable with its why) and hook it into ``bin/activate``;
+6. the model stage in that venv: every wheel imported together, then the checkout's own models
+   on the GPU (the stack's ``checkout_model``; skipped without a GPU, saying so).
+
+The parts: ``decision`` (what setup will do), ``installs`` (the venv and what goes into it),
+``activation`` (the env file), ``model_stage``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from rich.console import Console
+from rich.text import Text
+
+from cuforge.config.inputs import check_setup
+from cuforge.config.recipes import load_recipes
+from cuforge.config.stacks import Stack, env_file_text, load_stack
+from cuforge.config.target import resolve
+from cuforge.core.console import duration, heartbeat, make_console
+from cuforge.core.errors import BuildError, ConfigError, VerifyError
+from cuforge.core.project import Project
+from cuforge.env.checkoutreqs import CheckoutRequirement, RequirementsOutcome, constraints
+from cuforge.workstation.activation import env_file, write_env
+from cuforge.workstation.decision import (Setup, SetupRequest, checkout_requirements, decide,
+                                          installable, name_version, usable)
+from cuforge.workstation.installs import (dist_version, install_checkout_requirements,
+                                          install_wheels, missing_requirements, venv_with_torch)
+from cuforge.workstation.model_stage import model_stage
+
+
+def setup(project: Project, req: SetupRequest, console: Console | None = None) -> int:
+    out = console or make_console(stderr=True)
+    # refused before anything is written, by the dry run as by the run
+    check_setup(req, load_stack(project, req.stack))
+    target = resolve(project, req.combo)   # once: the build and the venv read it
+    target.require_usable()
+    p = decide(project, req, target)
+    if req.no_build:
+        installable(p)   # a required wheel missing: say so before the venv is made
+    if req.dry_run:   # the plan on stdout, as build --dry-run prints its plan
+        print_setup(project, req, p, console or make_console())
+        return 0
+    started = time.monotonic()
+    now = {"step": ""}   # what the heartbeat names where no terminal shows progress
+
+    def running() -> list[str]:
+        return [f"setup {p.stack.name}: {now['step']} ({duration(time.monotonic() - started)})"
+                ] if now["step"] else []   # a build says for itself what it runs
+
+    spent = Phases()
+    early = _early_requirements(project, req, p)
+    got: RequirementsOutcome | None = None
+    with heartbeat(out, running), ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="cuforge-beside") as pool:
+        # The venv and the checkout's requirements need nothing the build makes (torch is
+        # held; none of them names a stack package), so they go beside the wheels' build and
+        # checks instead of after them (issue 44: a team run is mostly checks and installs).
+        beside = (pool.submit(_venv_and_requirements, req, p, early, out, spent)
+                  if p.to_build and early is not None else None)
+        if p.to_build:
+            with spent("wheels"):
+                spent.checks = _build(project, req, p, out)
+            p = decide(project, req, target)          # the wheelhouse changed
+        if beside is not None:
+            now["step"] = "installing the checkout's requirements (beside the wheels)"
+            python, got = beside.result()
+        else:
+            now["step"] = f"the venv {req.venv} with torch {p.combo.torch}"
+            with spent("venv"):
+                python = venv_with_torch(req, p.combo, p.target, out)
+        now["step"] = f"installing the {p.stack.name} wheels"
+        with spent("installs"):
+            held = install_wheels(python, p, out, req.index)
+        now["step"] = "installing the checkout's requirements"
+        if beside is not None and got is not None and _still_satisfied(python, p, got, out):
+            missing = list(got.missing)
+        else:   # after the wheels, everything held: the order that cannot clash
+            with spent("requirements"):
+                missing = (list(install_checkout_requirements(python, p, req, held, out)
+                                .missing) if req.requirements else [])
+        now["step"] = f"patching {req.checkout}"
+        with spent("patch"):
+            _patch(project, req, p.stack, out)
+        write_env(req.venv, p.stack)
+        out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
+                       f"{req.venv / 'bin' / 'activate'})"))
+        now["step"] = "the model stage"
+        with spent("model stage"):
+            ok = model_stage(project, python, p, out, checkout=req.checkout)
+    out.print(Text(f"where the time went: {spent}"))
+    if missing:
+        out.print(Text(f"not installed (see above): {', '.join(m.requirement.spec for m in missing)}"
+                       + ("; the model stage passed without them" if ok else ""),
+                       style="yellow"))
+    out.print(Text(f"{'done' if ok else 'model stage FAILED'} in "
+                   f"{duration(time.monotonic() - started)}: source "
+                   f"{req.venv / 'bin' / 'activate'}", style="bold"), soft_wrap=True)
+    return 0 if ok else VerifyError.exit_code
+
+
+def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
+    out.print(Text(f"cuforge setup {p.stack.name} (dry run): combo {p.combo.id}, torch "
+                   f"{p.combo.torch}, arches {p.combo.arches}", style="bold"))
+    if req.no_build:
+        out.print(Text("1. build: nothing (--no-build); missing: "
+                       f"{', '.join(p.missing) or 'none'}"))
+    else:
+        out.print(Text(f"1. build: {', '.join(p.to_build)} and their dependencies, except wheels "
+                       f"already up to date (same plan key); missing now: "
+                       f"{', '.join(p.missing) or 'none'}"
+                       + (f"; the team's wheels from {req.team_wheels} first, each checked "
+                          "as a wheel built here" if req.team_wheels else "")))
+    out.print(Text(f"2. venv {req.venv}: {'reuse' if (req.venv / 'pyvenv.cfg').exists() else 'create'}"
+                   f"; torch {p.combo.torch} "
+                   + (f"from {p.combo.interpreter} (.pth)" if p.combo.interpreter else "via uv")))
+    names = [r.name for r in p.recipes]
+    optional = [n for n in names if n not in p.required]
+    out.print(Text(f"3. install from {p.house.dir}: {', '.join(names)}"
+                   + (f" (optional: {', '.join(optional)})" if optional else "")))
+    _print_requirements(req, p, out)
+    out.print(Text(f"4. patch set {p.stack.patch_set} on {req.checkout}:"))
+    _patch(project, req, p.stack, out)
+    out.print(Text(f"5. {env_file(req.venv, p.stack.name)}:"))
+    out.print(Text(env_file_text(p.stack).rstrip(), style="dim"), soft_wrap=True)  # copyable
+    out.print(Text(f"6. model stage: import {', '.join(names)} together, then "
+                   + (f"{p.stack.checkout_model} {req.checkout}" if p.stack.checkout_model
+                      else "no model check")))
+
+
+def _print_requirements(req: SetupRequest, p: Setup, out: Console) -> None:
+    """Step 3's second half in the dry run: the requirements and the constraint holding them."""
+    if not req.requirements:
+        out.print(Text("   the checkout's requirements: skipped (--no-requirements)"))
+        return
+    try:
+        reqs = checkout_requirements(p.stack, req.checkout)
+    except ConfigError as err:
+        out.print(Text(f"   the checkout's requirements: {str(err).splitlines()[0]}"))
+        return
+    latest = p.house.latest()
+    held = constraints([("torch", p.combo.torch + (" (as installed)" if p.combo.interpreter
+                                                   else "")),
+                        *(name_version(p.house.dir / e.wheel)
+                          for r in p.recipes if usable(p.house, e := latest.get(r.name)))])
+    out.print(Text(f"   then the checkout's requirements ({len(reqs)}), from "
+                   f"{p.stack.requirements_file or p.stack.file.name}:"))
+    for r in reqs:
+        out.print(Text(f"     {r.spec}  ({r.source})"))
+    out.print(Text(f"   constraint (torch and the stack's wheels held): {' '.join(held)}"))
+    if req.index.args():
+        out.print(Text(f"   index options: {' '.join(req.index.args())} (and the installer's "
+                       "own PIP_*/UV_* settings)"))
+
+
+class Phases:
+    """Wall seconds per setup phase, for the summary ("wheels 14.2 s (checks 6.1 s), ...").
+    A phase run beside the wheels' build says so: its seconds are inside the wheels' time."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.checks = 0.0     # of the wheels phase: some wheel being checked
+        self.beside: set[str] = set()
+
+    @contextmanager
+    def __call__(self, name: str, *, beside: bool = False) -> Iterator[None]:
+        started = time.monotonic()
+        if beside:
+            self.beside.add(name)
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
+
+    def __str__(self) -> str:
+        """
+        >>> p = Phases(); p.seconds = {"wheels": 14.24, "venv": 1.0}; p.checks = 6.1
+        >>> p.beside = {"venv"}; str(p)
+        'wheels 14.2 s (checks 6.1 s), venv 1.0 s (beside the wheels)'
+        """
+        def one(name: str, s: float) -> str:
+            note = (f" (checks {self.checks:.1f} s)" if name == "wheels" else
+                    " (beside the wheels)" if name in self.beside else "")
+            return f"{name} {s:.1f} s{note}"
+        return ", ".join(one(name, s) for name, s in self.seconds.items())
+
+
+def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float:
+    """Build what is missing; the seconds its checks took."""
+    from cuforge.pipeline.executor import build
+    from cuforge.config.request import BuildRequest
+    out.print(Text(f"wheels: building what is missing or out of date (missing now: "
+                   f"{', '.join(p.missing) or 'none'})"))
+    # keep going: an optional package's failure must not stop the others
+    outcome = build(project, BuildRequest(combo=p.combo, target=p.target,
+                                          packages=p.to_build, jobs=req.jobs,
+                                          rebuild=req.rebuild, keep_going=True,
+                                          src_overrides=req.src_overrides,
+                                          team_wheels=req.team_wheels))
+    needed = [e.package for e in outcome.failed if e.package in p.required]
+    if needed:
+        raise BuildError(f"the {p.stack.name} stack needs {', '.join(needed)}, which failed to "
+                         "build", hint="see the build output above; `invoke doctor` lists "
+                         "missing tools and headers")
+    return outcome.check_seconds
+
+
+def _early_requirements(project: Project, req: SetupRequest,
+                        p: Setup) -> list[CheckoutRequirement] | None:
+    """The checkout's requirements when they may go in beside the wheels' build ([] when
+    there are none or --no-requirements), or None when they must wait for the wheels: one of
+    them names a stack package (the installer would fetch that package from the index, or
+    build its sdist, instead of taking the wheel being built here)."""
+    if not req.requirements:
+        return []
+    try:
+        reqs = checkout_requirements(p.stack, req.checkout)
+    except ConfigError:
+        return None          # said in the requirements step, in its usual place
+    ours = {canonicalize_name(r.name) for r in load_recipes(project).values()}
+    for r in reqs:
+        name = canonicalize_name(r.name)
+        if name in ours or re.sub(r"-cu\d+$", "", name) in ours:   # spconv-cu124
+            return None
+    return reqs
+
+
+def _venv_and_requirements(req: SetupRequest, p: Setup, reqs: list[CheckoutRequirement],
+                           out: Console, spent: Phases) -> tuple[Path, RequirementsOutcome | None]:
+    """Beside the wheels' build: the venv with torch, then the checkout's requirements with
+    torch held (the stack's wheels go in after, without dependencies)."""
+    with spent("venv", beside=True):
+        python = venv_with_torch(req, p.combo, p.target, out)
+    if not req.requirements:
+        return python, None
+    with spent("requirements", beside=True):
+        held = constraints([("torch", dist_version(python, "torch", p.target.step_env()))])
+        return python, install_checkout_requirements(python, p, req, held, out, reqs)
+
+
+def _still_satisfied(python: Path, p: Setup, got: RequirementsOutcome, out: Console) -> bool:
+    """After the wheels and their runtime requirements went in: does every requirement put in
+    beside the build still hold? A wheel's own requirement may have moved one (then the
+    requirements step runs again, after the wheels, with everything held)."""
+    moved = missing_requirements(python, {r.spec for r in got.installed},
+                                 p.target.step_env())
+    if moved:
+        out.print(Text(f"the stack's wheels moved {', '.join(sorted(moved))}: installing the "
+                       "checkout's requirements again, the wheels held", style="yellow"))
+    return not moved
+
+
+def _patch(project: Project, req: SetupRequest, stack: Stack, out: Console) -> None:
+    if not stack.patch_set:
+        return
+    from cuforge.patching.commands import run_patch_command
+    run_patch_command(stack.patch_set, req.checkout, check=False, revert=False,
+                      dry_run=req.dry_run, patches_dir=project.patches_dir, console=out)
