@@ -21,8 +21,9 @@ from rich.console import Console  # noqa: E402
 
 from cuforge.env import programs, venv
 from cuforge.workstation import decision, installs  # noqa: E402
-from cuforge.env.checkoutreqs import (CheckoutRequirement, IndexOptions, constraints,  # noqa: E402
-                                  install, parse_requirements_file)
+from cuforge.env.checkoutreqs import (CheckoutRequirement, IndexOptions,  # noqa: E402
+                                      RequirementsOutcome, constraints, install,
+                                      parse_requirements_file)
 from cuforge.config.combos import select_combo, with_overrides  # noqa: E402
 from cuforge.core.errors import ConfigError, ToolchainError  # noqa: E402
 from cuforge.core.project import find_project  # noqa: E402
@@ -261,3 +262,27 @@ def test_a_torch_seen_through_the_pth_satisfies_requirements_that_need_it(
     assert _version(python, "wants-old-torch") is None
     assert _version(python, "torch") == "2.11.0"
     assert not list((venv_dir / "lib").glob("python*/site-packages/torch*"))   # no second torch
+
+
+def test_a_requirement_a_wheel_moved_is_seen(tmp_path: Path, links: Path) -> None:
+    """setup installs the checkout's requirements beside the build, before the stack's wheels
+    (issue 44); a wheel's own runtime requirement can then move one of them. What setup reads
+    back afterwards, from the real venv, says which, so it installs them again, held."""
+    from cuforge.workstation.setup import still_satisfied
+    _wheel(links, "plain-dep", "2.0")
+    python = _venv(tmp_path, links)
+    pip = _installer("pip", python)
+    subprocess.run([*pip("-q", "--no-index", "--find-links", str(links), "plain-dep>=2")],
+                   check=True)
+    wanted = CheckoutRequirement("plain-dep>=2", "requirements.txt:1")
+    got = RequirementsOutcome((wanted,), ())
+    console = Console(record=True, width=200)
+    assert still_satisfied(python, (), got, console)            # nothing moved it yet
+    assert console.export_text() == ""
+    # a stack wheel's runtime requirement (plain-dep<2) goes in after it
+    subprocess.run([*pip("-q", "--no-index", "--find-links", str(links), "plain-dep==1.0")],
+                   check=True)
+    assert _version(python, "plain-dep") == "1.0"
+    assert not still_satisfied(python, (), got, console)
+    assert "the stack's wheels moved plain-dep>=2: installing the checkout's requirements " \
+           "again" in console.export_text()

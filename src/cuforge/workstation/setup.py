@@ -88,7 +88,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         with spent("installs"):
             held = install_wheels(python, p, out, req.index)
         now["step"] = "installing the checkout's requirements"
-        if beside is not None and got is not None and _still_satisfied(python, p, got, out):
+        if beside is not None and got is not None and still_satisfied(python, p.target.step_env(), got, out):
             missing = list(got.missing)
         else:   # after the wheels, everything held: the order that cannot clash
             with spent("requirements"):
@@ -253,12 +253,12 @@ def _venv_and_requirements(req: SetupRequest, p: Setup, reqs: list[CheckoutRequi
         return python, install_checkout_requirements(python, p, req, held, out, reqs)
 
 
-def _still_satisfied(python: Path, p: Setup, got: RequirementsOutcome, out: Console) -> bool:
+def still_satisfied(python: Path, env: tuple[tuple[str, str], ...],
+                    got: RequirementsOutcome, out: Console) -> bool:
     """After the wheels and their runtime requirements went in: does every requirement put in
     beside the build still hold? A wheel's own requirement may have moved one (then the
     requirements step runs again, after the wheels, with everything held)."""
-    moved = missing_requirements(python, {r.spec for r in got.installed},
-                                 p.target.step_env())
+    moved = missing_requirements(python, {r.spec for r in got.installed}, env)
     if moved:
         out.print(Text(f"the stack's wheels moved {', '.join(sorted(moved))}: installing the "
                        "checkout's requirements again, the wheels held", style="yellow"))
