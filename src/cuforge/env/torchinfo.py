@@ -13,6 +13,7 @@ from packaging.version import Version
 from cuforge import data
 from cuforge.core.errors import ToolchainError
 from cuforge.core.runner import capture
+from cuforge.core.scripts import write_atomic
 
 PROBE_CACHE = "cuforge-probe.json"   # in a cuforge venv: its probe's answer and what it is for
 
@@ -102,9 +103,8 @@ def probe_venv(root: Path, env: tuple[tuple[str, str], ...] = (), *,
     answer = _ask(root / "bin" / "python", env)
     if not remember:   # a dry run writes nothing
         return _from_answer(answer)
-    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"key": key, "answer": answer}))
-    tmp.replace(cache)   # a reader sees the old answer or the new one, never half of one
+    # a reader sees the old answer or the new one, never half of one
+    write_atomic(cache, json.dumps({"key": key, "answer": answer}))
     return _from_answer(answer)
 
 
