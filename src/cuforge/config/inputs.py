@@ -14,6 +14,7 @@ cuforge.core.errors.ConfigError: --jobs 0: the number of parallel compile jobs m
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 
 from cuforge.core.errors import ConfigError
@@ -43,10 +44,18 @@ def check_src_overrides(srcs: tuple[tuple[str, Path], ...]) -> None:
                              "setup.py or pyproject.toml)")
 
 
+def local_path(source: str) -> Path | None:
+    """The directory ``--wheels`` names (a path or a ``file://`` URL), or None for a URL."""
+    if source.startswith("file://"):
+        return Path(urllib.parse.unquote(urllib.parse.urlparse(source).path))
+    if "://" in source:
+        return None
+    return Path(source).expanduser()
+
+
 def check_team_wheels(spec: str) -> None:
     """``--wheels DIR`` (or ``file://``): a directory that is there. A URL is read when the
     build asks for its wheels (``teamwheels``)."""
-    from cuforge.publish.teamwheels import local_path
     path = local_path(spec) if spec else None
     if path is not None:
         check_directory(path, f"--wheels {spec}",

@@ -218,6 +218,21 @@ def heartbeat(console: Console, running: Callable[[], list[str]],
         thread.join()
 
 
+@contextmanager
+def timed(what: Callable[[], str], *, start: str = "", done: str = "",
+          terminal: bool = False) -> Iterator[None]:
+    """One slow phase with no live display of its own, on stderr: ``start`` (when given), a
+    heartbeat naming ``what()`` and the time so far, and ``done`` with the time it took."""
+    out, started = make_console(stderr=True), time.monotonic()
+    if start:
+        out.print(Text(start), soft_wrap=True)
+    with heartbeat(out, lambda: [f"{what()} ({duration(time.monotonic() - started)})"],
+                   terminal=terminal):
+        yield
+    if done:
+        out.print(Text(f"{done} in {duration(time.monotonic() - started)}"), soft_wrap=True)
+
+
 def progress_lines(progress: Progress) -> list[str]:
     """What a live display shows, as plain lines: each unfinished task, its time, ninja's n/N."""
     out = []

@@ -7,18 +7,16 @@ import hashlib
 import json
 import shutil
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from filelock import FileLock
-from rich.text import Text
 
 from cuforge.env import emulation, hostcxx
 from cuforge.core import faults
 
 from cuforge.config.combos import Combo, ToolkitSource
-from cuforge.core.console import duration, heartbeat, make_console
+from cuforge.core.console import timed
 from cuforge.core.errors import EnvError, ToolchainError
 from cuforge.env.programs import find_uv
 from cuforge.core.runner import Step, run
@@ -142,17 +140,14 @@ def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
 def _create(steps: list[Step], combo: Combo, root: Path, *, log: Path, verbose: bool) -> None:
     """Run the creation steps, saying what runs: a first env takes ~20 s (uv hard-links torch
     from its cache) to minutes (a download), and silence that long reads as a hang."""
-    out = make_console(stderr=True)
-    out.print(Text(f"creating the {combo.id} env (torch {combo.torch}, once): {root}"),
-              soft_wrap=True)
-    started, now = time.monotonic(), {"step": ""}
-    with heartbeat(out, lambda: [f"{now['step']} ({duration(time.monotonic() - started)})"],
-                   terminal=not verbose):   # -v streams uv's own lines
+    now = {"step": ""}
+    with timed(lambda: now["step"], terminal=not verbose,   # -v streams uv's own lines
+               start=f"creating the {combo.id} env (torch {combo.torch}, once): {root}",
+               done=f"created the {combo.id} env"):
         for step in steps:
             now["step"] = step.description
             run(step, log=log, stream=verbose, error=EnvError)
             faults.point("env")
-    out.print(Text(f"created the {combo.id} env in {duration(time.monotonic() - started)}"))
 
 
 def inspect(state_dir: Path, combo: Combo, target: Target) -> ComboEnv | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from cuforge.config.inputs import local_path
 from cuforge.core.errors import ConfigError, SourceError
 
 
@@ -84,15 +85,6 @@ def list_wheels(source: str) -> list[TeamWheel]:
                 sha = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else ""
                 wheels.append(TeamWheel(name, url, sha))
     return wheels
-
-
-def local_path(source: str) -> Path | None:
-    """The directory ``--wheels`` names (a path or a ``file://`` URL), or None for a URL."""
-    if source.startswith("file://"):
-        return Path(urllib.parse.unquote(urllib.parse.urlparse(source).path))
-    if "://" in source:
-        return None
-    return Path(source).expanduser()
 
 
 def candidates(wheels: list[TeamWheel], package: str, *, accel: str, labels: tuple[str, ...],

@@ -11,7 +11,7 @@ from rich.text import Text
 from cuforge.env import venv
 from cuforge.publish import wheelmeta
 from cuforge.config.combos import Combo
-from cuforge.core.console import duration, heartbeat, make_console, plural
+from cuforge.core.console import duration, make_console, plural, timed
 from cuforge.core.errors import ConfigError, VerifyError
 from cuforge.verify.checks import smoke_script
 from cuforge.core.project import Project
@@ -112,9 +112,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     suites = (UpstreamStage(project, env.python, combo, tests_src or {},
                             run_env=env.target.step_env()) if upstream_tests else None)
     started, now = time.monotonic(), {"wheel": ""}
-    beat = heartbeat(make_console(stderr=True), lambda: [
-        f"verify: {now['wheel']} ({len(reports) + 1} of {len(wheels)}, "
-        f"{duration(time.monotonic() - started)})"])
+    beat = timed(lambda: f"verify: {now['wheel']}, {len(reports) + 1} of {len(wheels)}")
     hosted = host.serving(env.python, env.target.step_env(), enabled=not env.target.emulated)
     with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat, hosted:
         for wheel in wheels:

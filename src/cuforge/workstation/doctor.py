@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -26,7 +25,7 @@ from cuforge.workstation import gpu
 from cuforge.config import platforms
 from cuforge.config.arches import Arch, parse_target
 from cuforge.config.combos import Combo, load_combos, select_combo
-from cuforge.core.console import duration, heartbeat, make_console, plural, table
+from cuforge.core.console import make_console, plural, table, timed
 from cuforge.core.errors import ConfigError, CuforgeError
 from cuforge.core.project import Project
 from cuforge.config.recipes import load_recipes
@@ -124,11 +123,10 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
     device = _device(report, gpu_arch)
     combos = load_combos(project)
     judged = [select_combo(project, name=combo)] if combo else combos_in_use(project, combos)
-    started, now = time.monotonic(), {"step": "the GPU, memory and tools"}
+    now = {"step": "the GPU, memory and tools"}
     # the table prints at the end; a probe (an emulated `import torch`: ~30 s) must not be
     # silence where no terminal shows the spinner
-    with heartbeat(make_console(stderr=True), lambda: [
-            f"doctor: {now['step']} ({duration(time.monotonic() - started)})"]):
+    with timed(lambda: f"doctor: {now['step']}"):
         rows += _machine(report)
         rows += _tools()
         now["step"] = "the host compilers"
