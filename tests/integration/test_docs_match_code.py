@@ -119,7 +119,9 @@ def test_the_heartbeat_promise_is_the_code():
     venv_src = SOURCES[ROOT / "src" / "cuforge" / "env" / "venv.py"]
     for said in ("creating the <combo> env", "created the <combo> env in"):
         assert said in text
-        assert said.replace("<combo>", "{combo.id}") in venv_src, said
+    assert 'start=f"creating the {combo.id} env' in venv_src
+    assert 'done=f"created the {combo.id} env"' in venv_src
+    assert 'f"{done} in {duration(' in console   # timed() appends the time it took
 
 
 def test_exit_codes_named_in_the_docs_are_errors_py():

@@ -112,11 +112,14 @@ def make_project(tmp: Path, combo_row: str) -> Project:
     knn = package(tmp / "src" / "knn", "tiny-knn", 'def knn():\n    return "knn"\n')
     render = package(tmp / "src" / "render", "tiny-render",
                      "import tiny_knn\ndef uses_knn():\n    return tiny_knn.knn()\n")
+    # a recipe of another stack that this checkout requires (Pointcept's torch-geometric):
+    # the installer takes it from the index, so it does not hold the requirements back
+    extra = package(tmp / "src" / "extra", "tiny-extra", "")
     broken = package(tmp / "src" / "broken", "tiny-broken", "")
     (broken / "setup.py").write_text("raise SystemExit('this package does not build here')\n")
     (proj / "recipes").mkdir()
     for name, src, deps in (("tiny-knn", knn, []), ("tiny-render", render, ["tiny-knn"]),
-                            ("tiny-broken", broken, [])):
+                            ("tiny-broken", broken, []), ("tiny-extra", extra, [])):
         (proj / "recipes" / f"{name}.toml").write_text(
             f'name = "{name}"\nkind = "setuptools"\ndepends = {deps!r}\n'
             f'modules = ["{name.replace("-", "_")}"]\n[source]\npath = "{src}"\n'.replace("'", '"'))

@@ -29,7 +29,6 @@ from rich.console import Console
 from rich.text import Text
 
 from cuforge.config.inputs import check_setup
-from cuforge.config.recipes import load_recipes
 from cuforge.config.stacks import Stack, env_file_text, load_stack
 from cuforge.config.target import resolve
 from cuforge.core.console import duration, heartbeat, make_console
@@ -64,7 +63,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
                 ] if now["step"] else []   # a build says for itself what it runs
 
     spent = Phases()
-    early = _early_requirements(project, req, p)
+    early = _early_requirements(req, p)
     got: RequirementsOutcome | None = None
     with heartbeat(out, running), ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="cuforge-beside") as pool:
@@ -220,19 +219,19 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
     return outcome.check_seconds
 
 
-def _early_requirements(project: Project, req: SetupRequest,
-                        p: Setup) -> list[CheckoutRequirement] | None:
+def _early_requirements(req: SetupRequest, p: Setup) -> list[CheckoutRequirement] | None:
     """The checkout's requirements when they may go in beside the wheels' build ([] when
     there are none or --no-requirements), or None when they must wait for the wheels: one of
-    them names a stack package (the installer would fetch that package from the index, or
-    build its sdist, instead of taking the wheel being built here)."""
+    them names a package this setup installs (the installer would fetch that package from the
+    index, or build its sdist, instead of taking the wheel being built here). A recipe of
+    another stack (Pointcept's torch-geometric) comes from the index either way."""
     if not req.requirements:
         return []
     try:
         reqs = checkout_requirements(p.stack, req.checkout)
     except ConfigError:
         return None          # said in the requirements step, in its usual place
-    ours = {canonicalize_name(r.name) for r in load_recipes(project).values()}
+    ours = {canonicalize_name(r.name) for r in p.recipes}
     for r in reqs:
         name = canonicalize_name(r.name)
         if name in ours or re.sub(r"-cu\d+$", "", name) in ours:   # spconv-cu124
