@@ -245,6 +245,9 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
     assert re.search(r"venv [\d.]+ s \(beside the wheels\)", went), went
     assert re.search(r"requirements [\d.]+ s \(beside the wheels\)", went), went
     assert "installing the checkout's requirements again" not in first.stderr
+    # pip (torch through the interpreter's .pth) writes no bytecode, as uv does not: compiling
+    # every module of a large requirement one by one was most of its install time
+    assert sorted(venv.rglob("tiny_extra.py")) and not sorted(venv.rglob("tiny_extra*.pyc"))
     assert first.stderr.index("the checkout's requirements (3)") < \
         first.stderr.index("installed 2 wheels from"), first.stderr
     check_result(project, checkout, venv)

@@ -13,8 +13,8 @@ names), installed into the user's venv by ``setup`` with torch and the stack's w
   transformers, CLIP for PPT): stopping would leave a user with nothing for one package their
   model may never import; the model stage that follows shows whether it was needed.
 - **Nothing half-installed**: the set is resolved (``--dry-run``) before anything is installed,
-  each requirement alone only when the whole set does not resolve, and what resolves goes in
-  with one installer call.
+  each requirement alone (side by side) only when the whole set does not resolve, and what
+  resolves goes in with one installer call.
 - **Indexes**: the installer runs with the user's environment, so pip's configuration
   (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX``, pip.conf) and uv's (``UV_INDEX_URL``,
   ``UV_FIND_LINKS``, ``UV_NO_INDEX``) apply as they would to the user's own install;
@@ -23,10 +23,12 @@ names), installed into the user's venv by ``setup`` with torch and the stack's w
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,11 +139,11 @@ def install(installer: Installer, reqs: list[CheckoutRequirement], held: list[st
         ok, _ = resolves(reqs)
         missing: list[Missing] = []
         usable = list(reqs)
-        if not ok:
-            for r in reqs:
-                alone, said = resolves([r])
-                if not alone:
-                    missing.append(_why(r, said, held, python, platform))
+        if not ok:   # which cannot be had: each alone, side by side (dry runs write nothing)
+            with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+                alone = list(pool.map(lambda r: resolves([r]), reqs))
+            missing += [_why(r, said, held, python, platform)
+                        for r, (ok_alone, said) in zip(reqs, alone) if not ok_alone]
             usable = [r for r in reqs if r not in {m.requirement for m in missing}]
             together, said = resolves(usable) if usable else (True, "")
             if not together:

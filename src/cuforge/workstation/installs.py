@@ -38,8 +38,15 @@ def pip_install(python: Path, base: str, *args: str) -> tuple[str, ...]:
     if uv:
         return (uv, "pip", "install", "--python", str(python), *args)
     swapped = ["--force-reinstall" if a == "--reinstall" else a for a in args]
+    return _pip(python, base, *swapped)
+
+
+def _pip(python: Path, base: str, *args: str) -> tuple[str, ...]:
+    """pip into the venv of ``python``, writing no bytecode: uv writes none either, and
+    compiling every module of transformers or wandb one after another was most of pip's time
+    (a module is compiled when first imported instead)."""
     return (base, "-m", "pip", "--python", str(python), "install",
-            "--disable-pip-version-check", *swapped)
+            "--disable-pip-version-check", "--no-compile", *args)
 
 
 def resolving_installer(python: Path, base: str, torch_through_pth: bool) -> Installer:
@@ -50,8 +57,7 @@ def resolving_installer(python: Path, base: str, torch_through_pth: bool) -> Ins
     so it would look for a second torch on the index and refuse timm or peft (seen on the
     H200, where uv was on PATH and no index was reachable)."""
     if torch_through_pth:
-        return lambda *a: (base, "-m", "pip", "--python", str(python), "install",
-                           "--disable-pip-version-check", *a)
+        return lambda *a: _pip(python, base, *a)
     return lambda *a: pip_install(python, base, *a)
 
 
