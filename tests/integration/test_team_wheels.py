@@ -195,10 +195,9 @@ def _pair_build(project: Path, state: Path, wh: Path, *extra: str, trace: Path |
                           text=True, timeout=900)
 
 
-def test_a_team_wheel_whose_import_needs_another_team_wheel_is_used(tmp_path):
-    """spconv's team wheel on the H200: its import needs cumm, which came from the team too.
-    A second user, with an empty cuforge state, takes both from the team's index: the dependent
-    is checked with its dependency from the wheelhouse on its path, as a build here is."""
+def _pair_team(tmp_path: Path, tamper=None) -> tuple[Path, Path, str]:
+    """The pair built and indexed by a team (``tamper(team_dir)`` edits it before the index),
+    and a second user's empty state sharing only the combo env: (project, state, index URL)."""
     state = ROOT / ".cuforge"
     if not any((state / "envs").glob("3.11-cu130-*/bin/python")):
         pytest.skip("the 3.11-cu130 combo env is not created yet")
@@ -206,22 +205,67 @@ def test_a_team_wheel_whose_import_needs_another_team_wheel_is_used(tmp_path):
     team = tmp_path / "team"
     out = _pair_build(project, state, team)
     assert out.returncode == 0, out.stderr[-3000:]
+    if tamper is not None:
+        tamper(team / TREE)
     assert _pair_build(project, state, team, "index", str(team)).returncode == 0
-    index = (team / TREE / "simple").as_uri() + "/"
-
     fresh = tmp_path / "second-user"   # nothing of the team build's work dirs: only the env
     fresh.mkdir()
     (fresh / "envs").symlink_to(state / "envs")
+    return project, fresh, (team / TREE / "simple").as_uri() + "/"
+
+
+def _pair_entries(wh: Path) -> dict[str, dict]:
+    lines = [json.loads(ln) for ln in (wh / TREE / "manifest.jsonl").read_text().splitlines()]
+    return {e["package"]: e for e in lines}
+
+
+def test_a_team_wheel_whose_import_needs_another_team_wheel_is_used(tmp_path):
+    """spconv's team wheel on the H200: its import needs cumm, which came from the team too.
+    A second user, with an empty cuforge state, takes both from the team's index. The
+    dependent is checked at once, beside its dependency, with the dependency's team wheel in
+    its overlay (a chain is not checked one wheel after another), and taken because the
+    dependency was then published from that very wheel."""
+    project, fresh, index = _pair_team(tmp_path)
     wh, trace = tmp_path / "wh", tmp_path / "trace.jsonl"
     out = _pair_build(project, fresh, wh, "build", "--combo", "3.11-cu130", "--only",
                       "team-user", "--wheels", index, trace=trace)
     assert out.returncode == 0, out.stderr[-3000:]
     said = " ".join(out.stderr.split())
     assert "refused" not in said, said[-2000:]
-    lines = [json.loads(ln) for ln in (wh / TREE / "manifest.jsonl").read_text().splitlines()]
-    entries = {e["package"]: e for e in lines}
+    entries = _pair_entries(wh)
     for name in ("team-base", "team-user"):
         assert entries[name]["status"] == "prebuilt", entries[name]
         assert entries[name]["source"].startswith(f"team {index}"), entries[name]
     assert entries["team-user"]["checks"]["import"].startswith("pass"), entries["team-user"]
     assert not _compiled_anything(trace), "a build command ran"
+    # the overlay got the dependency's team wheel as downloaded, not the published copy
+    installs = [" ".join(json.loads(ln)["argv"]) for ln in trace.read_text().splitlines()]
+    assert any("--target" in a and "team-deps/team-base/team_base-" in a for a in installs), \
+        installs
+    log = Path(entries["team-user"]["log"]).read_text()
+    assert "checked beside its dependencies" in log and "with team-base's team wheel" in log
+    assert "checking again" not in log, log
+
+
+def test_a_dependent_checked_ahead_is_checked_again_when_its_dependency_is_refused(tmp_path):
+    """The team's team-base has an edited file its RECORD does not know (it still imports):
+    team-user's check ahead passes with it, but team-base is refused and built here, so
+    team-user is checked again against the wheel the wheelhouse now holds before it is taken."""
+    def edit_base(tree: Path) -> None:
+        wheel = next(tree.glob("team_base-*.whl"))
+        tmp = _rewrite(wheel, tree.parent / "edited", lambda name, data: data + b"# edited\n"
+                       if name == "team_base/__init__.py" else data)
+        shutil.move(tmp, wheel)
+    project, fresh, index = _pair_team(tmp_path, edit_base)
+    wh = tmp_path / "wh"
+    out = _pair_build(project, fresh, wh, "build", "--combo", "3.11-cu130", "--only",
+                      "team-user", "--wheels", index)
+    assert out.returncode == 0, out.stderr[-3000:]
+    said = " ".join(out.stderr.split())
+    assert "does not match its RECORD" in said and "building it here" in said, said[-2000:]
+    entries = _pair_entries(wh)
+    assert entries["team-base"]["status"] == "compiled", entries["team-base"]
+    assert entries["team-user"]["status"] == "prebuilt", entries["team-user"]
+    assert entries["team-user"]["source"].startswith(f"team {index}"), entries["team-user"]
+    log = Path(entries["team-user"]["log"]).read_text()
+    assert "was not published from the team wheel it was checked with: checking again" in log

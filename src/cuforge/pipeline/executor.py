@@ -24,7 +24,8 @@ from cuforge.config.recipes import Recipe, selection
 from cuforge.config.request import BuildRequest
 from cuforge.config.target import resolve
 from cuforge.core import runner
-from cuforge.core.console import duration, heartbeat, live_progress, make_console, progress_lines
+from cuforge.core.console import (BuildProgress, duration, heartbeat, live_progress,
+                                  make_console, progress_lines)
 from cuforge.core.errors import CuforgeError
 from cuforge.core.project import Project
 from cuforge.env import venv
@@ -127,6 +128,7 @@ class Executor(WheelSources, Gate, ActionHandlers):
         self.env_lock = threading.Lock()
         self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
         self._team: list | None = None   # the team index's wheels (--wheels), read once
+        self._ahead: dict = {}            # package -> its team wheel checked ahead (wheelsource)
         self._torch_dist = None   # the env's torch as an index lists it (wheelmeta.TorchBuild)
         self.started = time.monotonic()
         self.side_by_side = plan.pooled or sum(1 for p in plan.packages
@@ -156,6 +158,8 @@ class Executor(WheelSources, Gate, ActionHandlers):
                 ThreadPoolExecutor(max(1, self.plan.jobs)) as pool, runner.session(), \
                 self._check_host():
             self.progress = progress
+            if self.req.team_wheels:
+                self._team_ahead(pool, pending)
             while (pending and stop is None) or running:
                 for pkg in list(pending if stop is None else ()):
                     deps = [d for d in pkg.recipe.depends if d in _names(self.plan)]
@@ -199,6 +203,20 @@ class Executor(WheelSources, Gate, ActionHandlers):
         if stop is not None:
             raise stop   # printed once, by the CLI
         return outcome
+
+    def _team_ahead(self, pool: ThreadPoolExecutor, pending: list[PackagePlan]) -> None:
+        """``--wheels``: every team wheel still to decide is checked at once, side by side,
+        each against its dependencies' team wheels; the loop then publishes them in order and
+        takes a result only where the dependencies match (``WheelSources._try_team``)."""
+        todo = [p for p in pending if self.req.rebuild or up_to_date(self.house, p) is None]
+        futures = {p.name: pool.submit(self._ahead_in_work_dir, p) for p in todo}
+        self._ahead = {name: got for name, f in futures.items() if (got := f.result())}
+
+    def _ahead_in_work_dir(self, pkg: PackagePlan):
+        with work_lock(pkg.work, lambda text: console.print(escape(text))), \
+                BuildProgress(pkg.name, console, "checking the team's wheel",
+                              shared=self.progress):
+            return self._check_ahead(pkg)
 
     def _check_host(self):
         """The checks of every wheel of this run share one interpreter of the env (each check

@@ -143,7 +143,7 @@ class Gate:
         """Where verification imports the package's dependencies from: its overlays."""
         return builddeps.overlay_dirs(pkg.work, pkg.recipe.depends)
 
-    def _verify(self, pkg: PackagePlan, wheel: Path, log: Path
+    def _verify(self, pkg: PackagePlan, wheel: Path, log: Path, *, say_failure: bool = True
                 ) -> tuple[dict[str, str], dict[str, list[str]]]:
         from cuforge.verify import context_from, verify_wheel   # the verification layer
         self._install_runtime_requirements(wheel, log)
@@ -158,7 +158,8 @@ class Gate:
         log_report(log, report)
         checks = check_summaries(report)
         if not report.ok:
-            console.print(verdict_line(recipe.name, checks))   # which checks, before the error
+            if say_failure:   # which checks, before the error
+                console.print(verdict_line(recipe.name, checks))
             bad = "; ".join(f"{r.check}: {r.detail}" for r in report.results
                             if r.status == "fail")
             raise VerifyError(f"{wheel.name} failed verification: {bad}",
