@@ -70,3 +70,18 @@ def test_a_venv_reached_through_a_link_is_asked_through_that_path(tmp_path):
     link.symlink_to(root)
     assert Path(probe_venv(root).python).parent == root / "bin"
     assert Path(probe_venv(link).python).parent == link / "bin"
+
+
+def test_an_interpreter_is_asked_once_per_process_by_its_own_path(tmp_path):
+    """setup decides with the combo interpreter and its build checks it again: one question.
+    Two venvs whose bin/python lead to the same base interpreter are still asked each."""
+    from cuforge.env.torchinfo import probe
+    calls = tmp_path / "calls"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho x >> "{calls}"\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    first, second = probe(python), probe(python)
+    assert first == second and not first.has_torch
+    assert calls.read_text().count("x") == 1
+    one, other = _venv(tmp_path / "a"), _venv(tmp_path / "b")
+    assert probe(one / "bin" / "python").python != probe(other / "bin" / "python").python

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,9 +84,25 @@ def expected(root: Path, py_version: str, torch: str, label: str, cuda: str, mac
 
 
 def probe(python: Path, env: tuple[tuple[str, str], ...] = ()) -> TorchInfo:
-    """Ask ``python`` about itself and its torch (one subprocess, ~2 s with torch); ``env``:
-    what it needs on top of this process's environment to run (emulation's variables)."""
-    return _from_answer(_ask(python, env))
+    """Ask ``python`` about itself and its torch (one subprocess, ~2-6 s with torch); ``env``:
+    what it needs on top of this process's environment to run (emulation's variables).
+
+    Asked once per interpreter path and ``env`` in a process: setup decides with the combo
+    interpreter's torch and its build then checks that interpreter again (one ``import torch``
+    of ~5 s on the H100 for nothing). The path is kept as given, not resolved: every venv's
+    ``bin/python`` leads to the same base interpreter."""
+    key = (str(Path(python).absolute()), tuple(env))
+    with _ASKED_LOCK:
+        answer = _ASKED.get(key)
+    if answer is None:
+        answer = _ask(python, env)
+        with _ASKED_LOCK:
+            _ASKED[key] = answer
+    return _from_answer(answer)
+
+
+_ASKED: dict[tuple[str, tuple[tuple[str, str], ...]], dict] = {}
+_ASKED_LOCK = threading.Lock()
 
 
 def probe_venv(root: Path, env: tuple[tuple[str, str], ...] = (), *,
