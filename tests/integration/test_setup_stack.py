@@ -244,6 +244,7 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
     went = next(ln for ln in first.stderr.splitlines() if ln.startswith("where the time went:"))
     assert re.search(r"venv [\d.]+ s \(beside the wheels\)", went), went
     assert re.search(r"requirements [\d.]+ s \(beside the wheels\)", went), went
+    assert re.search(r", other [\d.]+ s$", went), went   # the parts add up to the wait
     assert "installing the checkout's requirements again" not in first.stderr
     # pip (torch through the interpreter's .pth) writes no bytecode, as uv does not: compiling
     # every module of a large requirement one by one was most of its install time

@@ -45,6 +45,7 @@ from cuforge.workstation.model_stage import model_stage
 
 def setup(project: Project, req: SetupRequest, console: Console | None = None) -> int:
     out = console or make_console(stderr=True)
+    started = time.monotonic()   # the summary's time is the user's: deciding included
     # refused before anything is written, by the dry run as by the run
     check_setup(req, load_stack(project, req.stack))
     target = resolve(project, req.combo)   # once: the build and the venv read it
@@ -55,7 +56,6 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     if req.dry_run:   # the plan on stdout, as build --dry-run prints its plan
         print_setup(project, req, p, console or make_console())
         return 0
-    started = time.monotonic()
     now = {"step": ""}   # what the heartbeat names where no terminal shows progress
 
     def running() -> list[str]:
@@ -75,7 +75,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         if p.to_build:
             with spent("wheels"):
                 spent.checks = _build(project, req, p, out)
-            p = decide(project, req, target)          # the wheelhouse changed
+                p = decide(project, req, target)      # the wheelhouse changed
         if beside is not None:
             now["step"] = "installing the checkout's requirements (beside the wheels)"
             python, got = beside.result()
@@ -102,7 +102,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         now["step"] = "the model stage"
         with spent("model stage"):
             ok = model_stage(project, python, p, out, checkout=req.checkout)
-    out.print(Text(f"where the time went: {spent}"))
+    out.print(Text(f"where the time went: {spent.summary(time.monotonic() - started)}"))
     if missing:
         out.print(Text(f"not installed (see above): {', '.join(m.requirement.spec for m in missing)}"
                        + ("; the model stage passed without them" if ok else ""),
@@ -186,17 +186,21 @@ class Phases:
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
 
-    def __str__(self) -> str:
-        """
+    def summary(self, total: float) -> str:
+        """Each phase, then ``other``: what ``total`` holds besides them (deciding, the combo
+        interpreter's checks), so that the parts add up to the time the user waited.
+
         >>> p = Phases(); p.seconds = {"wheels": 14.24, "venv": 1.0}; p.checks = 6.1
-        >>> p.beside = {"venv"}; str(p)
-        'wheels 14.2 s (checks 6.1 s), venv 1.0 s (beside the wheels)'
+        >>> p.beside = {"venv"}; p.summary(20.0)
+        'wheels 14.2 s (checks 6.1 s), venv 1.0 s (beside the wheels), other 5.8 s'
         """
         def one(name: str, s: float) -> str:
             note = (f" (checks {self.checks:.1f} s)" if name == "wheels" else
                     " (beside the wheels)" if name in self.beside else "")
             return f"{name} {s:.1f} s{note}"
-        return ", ".join(one(name, s) for name, s in self.seconds.items())
+        inside = sum(s for name, s in self.seconds.items() if name not in self.beside)
+        return ", ".join([*(one(name, s) for name, s in self.seconds.items()),
+                          f"other {max(0.0, total - inside):.1f} s"])
 
 
 def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float:
