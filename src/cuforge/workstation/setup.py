@@ -102,7 +102,8 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         now["step"] = "the model stage"
         with spent("model stage"):
             ok = model_stage(project, python, p, out, checkout=req.checkout)
-    out.print(Text(f"where the time went: {spent.summary(time.monotonic() - started)}"))
+    out.print(Text(f"where the time went: {spent.summary(time.monotonic() - started)}"),
+              soft_wrap=True)   # one line: the bench reads it
     if missing:
         out.print(Text(f"not installed (see above): {', '.join(m.requirement.spec for m in missing)}"
                        + ("; the model stage passed without them" if ok else ""),
