@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cuforge.pipeline import cache_ports
 from cuforge.pipeline import compiler_cache as cc
 from cuforge.pipeline.builders import cmake, setuptools
 from cuforge.core.runner import Step, run
@@ -69,9 +70,9 @@ def test_one_store_and_port_per_package(tmp_path):
     shared = cc.CacheConfig(scope="shared")
     assert cc.local_dir(shared, tmp_path, "x", "a") == tmp_path / "sccache" / "shared" / "a"
     assert cc.local_dir(cc.CacheConfig("/srv/c"), tmp_path, "x", "a") == Path("/srv/c/a")
-    port = cc.server_port(tmp_path, "x", "a")
-    assert port == cc.server_port(tmp_path, "x", "a") != cc.server_port(tmp_path, "x", "b")
-    assert port in cc.PORTS and port < 32768   # never one of Linux's ephemeral ports
+    port = cache_ports.server_port(tmp_path, "x", "a")
+    assert port == cache_ports.server_port(tmp_path, "x", "a") != cache_ports.server_port(tmp_path, "x", "b")
+    assert port in cache_ports.PORTS and port < 32768   # never one of Linux's ephemeral ports
 
 
 def test_hit_counts_from_sccache_json():
@@ -195,12 +196,12 @@ def test_a_port_in_use_is_not_given_to_a_server(tmp_path):
     """CI: the package's port was held by another socket, sccache refused to start ("Address
     already in use") and the package compiled twice. A port that is taken is passed over."""
     import socket
-    port = cc.server_port(tmp_path, "x", "a")
+    port = cache_ports.server_port(tmp_path, "x", "a")
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", port))
         holder.listen()
-        other = cc.server_port(tmp_path, "x", "a")
-        assert other != port and other in cc.PORTS
+        other = cache_ports.server_port(tmp_path, "x", "a")
+        assert other != port and other in cache_ports.PORTS
         with socket.socket() as check:
             check.bind(("127.0.0.1", other))     # free for the server
-    assert cc.server_port(tmp_path, "x", "a") == port   # free again: the package's own
+    assert cache_ports.server_port(tmp_path, "x", "a") == port   # free again: the package's own
