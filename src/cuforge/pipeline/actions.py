@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -66,8 +67,9 @@ class ActionHandlers:
         patching.apply(patching.load_patch_set(action.arg, patches_dir=self.project.patches_dir),
                        action.path)
 
-    def _deps(self, pkg: PackagePlan, action: Action | None, log: Path) -> None:
-        for step in self._deps_steps(pkg, log):   # the package's own overlay: its lock only
+    def _deps(self, pkg: PackagePlan, action: Action | None, log: Path, *,
+              wheels: Mapping[str, Path] | None = None) -> None:
+        for step in self._deps_steps(pkg, log, wheels):   # its own overlay: its lock only
             run(step, log=log, stream=self.req.verbose, prefix=self._prefix(pkg))
 
     def _seed(self, pkg: PackagePlan, action: Action, log: Path) -> None:
@@ -85,21 +87,25 @@ class ActionHandlers:
     def _prefix(self, pkg: PackagePlan) -> str:
         return f"[{pkg.name}] " if self.side_by_side else ""
 
-    def _deps_steps(self, pkg: PackagePlan, log: Path | None = None) -> list[Step]:
+    def _deps_steps(self, pkg: PackagePlan, log: Path | None = None,
+                    wheels: Mapping[str, Path] | None = None) -> list[Step]:
         """``pip install --target`` of each dependency's wheel (their names are known only once
-        built) into its own overlay dir, unless it is there already, file for file: a
-        reinstall would give their headers new times and make ninja rebuild everything that
-        includes them (``builddeps``)."""
+        built; ``wheels``: given, as a team's checked ahead) into its own overlay dir, unless it
+        is there already, file for file: a reinstall would give their headers new times and
+        make ninja rebuild everything that includes them (``builddeps``)."""
         latest = self.house.latest()
         steps, same = [], []
         for dep, target in zip(pkg.recipe.depends,
                                builddeps.overlay_dirs(pkg.work, pkg.recipe.depends)):
             entry = latest.get(dep)
-            if entry is None or not entry.wheel:
+            if wheels is not None:
+                wheel = wheels[dep]
+            elif entry is None or not entry.wheel:
                 raise BuildError(f"{pkg.name} needs {dep}, which has no wheel in the wheelhouse",
                                  hint=f"build it first: --only {pkg.name} builds its "
                                  "dependencies")
-            wheel = self.house.verified(entry)   # the bytes its line recorded
+            else:
+                wheel = self.house.verified(entry)   # the bytes its line recorded
             step = builddeps.install_step(self.env.python, wheel, target, self.run_env)
             if step is None:
                 same.append(wheel.name)

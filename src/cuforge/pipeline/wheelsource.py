@@ -164,31 +164,37 @@ class WheelSources:
         # the pins check reads the combo from the directory's name, as in a wheelhouse
         return pkg.work / "team" / self.plan.wheel_dir.parent.name / self.plan.wheel_dir.name
 
+    def _download_team(self, name: str, dest: Path, log: Path) -> Path | str:
+        """The team's newest wheel for ``name`` downloaded into ``dest`` (emptied first); else
+        why there is none."""
+        from cuforge.publish import teamwheels
+        try:
+            found = self._team_candidates(name)
+            if not found:
+                labels = self._team_labels()
+                return (f"the team index {self.req.team_wheels} has no wheel for it "
+                        f"(+{labels[0]}, +{labels[1]} or pure, cp{self.plan.combo.python})")
+            shutil.rmtree(dest, ignore_errors=True)
+            wheel = teamwheels.download(found[0], dest)
+        except CuforgeError as err:
+            return f"no team wheel ({err.summary})"
+        runner.note(log, f"team wheel {found[0].url}")
+        return wheel
+
     def _try_team(self, pkg: PackagePlan, log: Path) -> Made | str:
         """The team's newest wheel for this package and combo, downloaded and put through the
         pins/RECORD check as published, then every check a wheel built here gets; else why
         not. A refused wheel is kept in the work dir for inspection."""
-        from cuforge.publish import teamwheels, wheelmeta
+        from cuforge.publish import wheelmeta
         staging = self._team_staging(pkg)
         ahead = self._ahead.get(pkg.name)
         if ahead is not None and not self._same_dependencies(ahead):
             runner.note(log, "checked beside its dependencies, but a dependency was not "
                         "published from the team wheel it was checked with: checking again")
             ahead = None
-        if ahead is None:
-            try:
-                found = self._team_candidates(pkg.name)
-                if not found:
-                    labels = self._team_labels()
-                    return (f"the team index {self.req.team_wheels} has no wheel for it "
-                            f"(+{labels[0]}, +{labels[1]} or pure, cp{self.plan.combo.python})")
-                shutil.rmtree(staging, ignore_errors=True)
-                wheel = teamwheels.download(found[0], staging)
-            except CuforgeError as err:
-                return f"no team wheel ({err.summary})"
-            runner.note(log, f"team wheel {found[0].url}")
-        else:
-            wheel = ahead.made.wheel
+        wheel = ahead.made.wheel if ahead else self._download_team(pkg.name, staging, log)
+        if isinstance(wheel, str):
+            return wheel
         pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(self.plan.wheel_dir))
         if pins is not None and pins.status == "fail":
             return f"team wheel {wheel.name} refused (pins: {pins.detail})"
@@ -213,33 +219,24 @@ class WheelSources:
         in its overlays, so that a chain (ccimport -> pccm -> cumm -> spconv: 31.5 s one after
         another on the H100) is checked side by side. Used only when each dependency is then
         published from that very wheel (``_try_team``); None: the usual order decides."""
-        from cuforge.env import builddeps
-        from cuforge.publish import teamwheels
         names = {p.name for p in self.plan.packages}
         if pkg.skip or any(d not in names for d in pkg.recipe.depends):
             return None
         log = pkg.work / "team-ahead.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("checked beside its dependencies\n")
+        got = {name: self._download_team(name, dest, log) for name, dest in
+               [(pkg.name, self._team_staging(pkg)),
+                *((d, pkg.work / "team-deps" / d) for d in pkg.recipe.depends)]}
+        if any(isinstance(w, str) for w in got.values()):
+            return None
+        wheel = got.pop(pkg.name)
+        deps = {dep: sha256_of(w) for dep, w in got.items()}
+        for dep, w in got.items():
+            runner.note(log, f"with {dep}'s team wheel {w.name} (sha256 {deps[dep][:12]}) in "
+                        "its overlay")
         try:
-            found = self._team_candidates(pkg.name)
-            theirs = {d: self._team_candidates(d) for d in pkg.recipe.depends}
-            if not found or not all(theirs.values()):
-                return None
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text("")
-            staging = self._team_staging(pkg)
-            shutil.rmtree(staging, ignore_errors=True)
-            wheel = teamwheels.download(found[0], staging)
-            runner.note(log, f"team wheel {found[0].url}, checked beside its dependencies")
-            deps: dict[str, str] = {}
-            for (dep, candidates), target in zip(
-                    theirs.items(), builddeps.overlay_dirs(pkg.work, pkg.recipe.depends)):
-                dep_wheel = teamwheels.download(candidates[0], pkg.work / "team-deps" / dep)
-                deps[dep] = sha256_of(dep_wheel)
-                runner.note(log, f"with {dep}'s team wheel {dep_wheel.name} "
-                            f"(sha256 {deps[dep][:12]}) in its overlay")
-                step = builddeps.install_step(self.env.python, dep_wheel, target, self.run_env)
-                if step is not None:
-                    runner.run(step, log=log)
+            self._deps(pkg, None, log, wheels=got)
             checks, embedded = self._verify(pkg, wheel, log, say_failure=False)
         except CuforgeError as err:   # the usual order checks it again and says why
             runner.note(log, f"not taken ahead: {err.summary}")
