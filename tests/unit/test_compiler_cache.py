@@ -13,7 +13,7 @@ from cuforge.pipeline import cache_ports
 from cuforge.pipeline import compiler_cache as cc
 from cuforge.pipeline.builders import cmake, setuptools
 from cuforge.core.runner import Step, run
-from cuforge.core.scripts import write_script
+from cuforge.core.atomic import EXECUTABLE, write_atomic
 from cuforge.core.errors import ConfigError
 
 
@@ -139,7 +139,7 @@ def test_cxx_launcher_runs_the_compiler(tmp_path):
     fake = tmp_path / "sccache"
     fake.write_text('#!/bin/sh\necho "$@"\n')
     fake.chmod(0o755)
-    script = write_script(*setuptools.cxx_launcher_script([str(fake)], tmp_path / "l", "g++"))
+    script = write_atomic(*setuptools.cxx_launcher_script([str(fake)], tmp_path / "l", "g++"), EXECUTABLE)
     out = subprocess.run([str(script), "-c", "a b.cpp"], capture_output=True, text=True).stdout
     assert out.split() == ["/usr/bin/g++", "-c", "a", "b.cpp"]
 

@@ -77,10 +77,8 @@ def check_combo_env(state_dir: Path, combo, target) -> None:
     is refused here, not after a venv was half made). An existing env or interpreter is
     checked where it is read (``venv.prepare``, ``venv.inspect``)."""
     from cuforge.env import venv
-    from cuforge.env.resolve import resolve
     target.require_usable()
-    if not combo.interpreter and not venv.is_ready(state_dir, combo):
-        resolve(combo)
+    venv.require_resolvable(state_dir, combo)
 
 
 def check_build(project, req) -> None:

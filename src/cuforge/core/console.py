@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from rich import box
@@ -220,14 +220,16 @@ def heartbeat(console: Console, running: Callable[[], list[str]],
 
 @contextmanager
 def timed(what: Callable[[], str], *, start: str = "", done: str = "",
-          terminal: bool = False) -> Iterator[None]:
+          terminal: bool = False, spinner: str = "") -> Iterator[None]:
     """One slow phase with no live display of its own, on stderr: ``start`` (when given), a
-    heartbeat naming ``what()`` and the time so far, and ``done`` with the time it took."""
+    heartbeat naming ``what()`` and the time so far, and ``done`` with the time it took.
+    ``spinner`` (markup): shown with a spinner on a terminal, where no heartbeat prints."""
     out, started = make_console(stderr=True), time.monotonic()
     if start:
         out.print(Text(start), soft_wrap=True)
-    with heartbeat(out, lambda: [f"{what()} ({duration(time.monotonic() - started)})"],
-                   terminal=terminal):
+    with (out.status(spinner) if spinner and not out.quiet else nullcontext()), \
+            heartbeat(out, lambda: [f"{what()} ({duration(time.monotonic() - started)})"],
+                      terminal=terminal):
         yield
     if done:
         out.print(Text(f"{done} in {duration(time.monotonic() - started)}"), soft_wrap=True)

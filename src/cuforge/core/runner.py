@@ -90,9 +90,9 @@ def run(step: Step, *, log: Path | None = None, stream: bool = False,
     lines start with ``prefix`` (the package name, when several build at once).
     ``$CUFORGE_TRACE``, when set, names a file that gets one JSON line per command run.
     """
-    from cuforge.core.scripts import write_script
+    from cuforge.core.atomic import EXECUTABLE, write_atomic
     for path, text in step.scripts:
-        write_script(path, text)
+        write_atomic(path, text, EXECUTABLE)
     if _STOPPING.is_set():   # another thread was interrupted: this one starts nothing new
         raise error(f"{step.description or shlex.join(step.argv[:3])}: not started, the build "
                     "was interrupted")

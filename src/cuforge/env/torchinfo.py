@@ -14,7 +14,7 @@ from packaging.version import Version
 from cuforge import data
 from cuforge.core.errors import ToolchainError
 from cuforge.core.runner import capture
-from cuforge.core.scripts import write_atomic
+from cuforge.core.atomic import write_atomic
 
 PROBE_CACHE = "cuforge-probe.json"   # in a cuforge venv: its probe's answer and what it is for
 

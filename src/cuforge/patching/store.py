@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cuforge.core import faults
+from cuforge.core.atomic import write_atomic
 
 STORE_DIRNAME = ".cuforge-patches"
 
@@ -95,30 +94,12 @@ class BackupStore:
                     directory.rmdir()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory and ``os.replace``; keep the file mode."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".cuforge-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _put(path: Path, data: bytes | None) -> None:
     """Write ``data`` to ``path``, or delete ``path`` when ``data`` is ``None``."""
     if data is None:
         path.unlink(missing_ok=True)
     else:
-        _write_atomic(path, data)
+        write_atomic(path, data)   # an existing file keeps its mode
 
 
 def commit(changes: dict[Path, bytes | None]) -> None:

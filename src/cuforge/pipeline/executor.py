@@ -25,7 +25,7 @@ from cuforge.config.request import BuildRequest
 from cuforge.config.target import resolve
 from cuforge.core import runner
 from cuforge.core.console import (BuildProgress, duration, heartbeat, live_progress,
-                                  make_console, progress_lines)
+                                  make_console, progress_lines, timed)
 from cuforge.core.errors import CuforgeError
 from cuforge.core.project import Project
 from cuforge.env import venv
@@ -66,8 +66,8 @@ def build(project: Project, req: BuildRequest) -> BuildOutcome:
     log_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     preparing = f"{req.combo.id}: preparing the environment (log: {log_dir / 'env.log'})"
-    with console.status(f"[bold]{escape(req.combo.id)}[/]: preparing the environment"), \
-            heartbeat(console, lambda: [f"{preparing}, {duration(time.monotonic() - t0)}"]):
+    with timed(lambda: preparing,
+               spinner=f"[bold]{escape(req.combo.id)}[/]: preparing the environment"):
         env = venv.prepare(project.state_dir, req.combo, req.target, log=log_dir / "env.log",
                            verbose=req.verbose)
     combo = env.combo   # an interpreter's own torch decides (venv): so does the dry run's
@@ -75,8 +75,7 @@ def build(project: Project, req: BuildRequest) -> BuildOutcome:
     console.print(f"[bold]{combo.id}[/]: env {how} in {time.monotonic() - t0:.1f} s "
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
                   f"{env.toolkit.root})")
-    with heartbeat(console, lambda: [f"{combo.id}: planning "
-                                     f"({duration(time.monotonic() - t0)})"]):
+    with timed(lambda: f"{combo.id}: planning"):
         build_plan = make_plan(project, req, env, order)
     executor = Executor(project, req, env, build_plan, log_dir, frozenset(recipes))
     try:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from cuforge.core.scripts import write_script
+from cuforge.core.atomic import EXECUTABLE, write_atomic
 
 VARIABLE = "CUFORGE_SLOTS"
 
@@ -57,7 +57,7 @@ def _script(state_dir: Path) -> Path:
 
 def launcher(state_dir: Path) -> Path:
     """``<state>/slots/take-slot``, written once (atomically: builds may start side by side)."""
-    return write_script(_script(state_dir), SCRIPT)
+    return write_atomic(_script(state_dir), SCRIPT, EXECUTABLE)
 
 
 @contextmanager
