@@ -100,7 +100,7 @@ def measure(packages: str, combo: str, arches: str, env_dir: Path, srcs: list[st
 
 
 def _setup(state: Path, house: Path, stack: str, checkout: Path, combo: str, arches: str,
-           extra: list[str]) -> tuple[float, str]:
+           extra: list[str], log: Path | None = None) -> tuple[float, str]:
     env = {**os.environ, "CUFORGE_STATE": str(state), "CUFORGE_WHEELHOUSE": str(house),
            "CUFORGE_CACHE": "off", "CUFORGE_BUILD_DIR": "", "COLUMNS": "200"}
     argv = [sys.executable, "-m", "cuforge", "setup", stack, "--checkout", str(checkout),
@@ -108,6 +108,9 @@ def _setup(state: Path, house: Path, stack: str, checkout: Path, combo: str, arc
     t0 = time.monotonic()
     proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
     seconds = time.monotonic() - t0
+    if log is not None:   # setup's own words, for where the time went beyond the summary
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
     if proc.returncode != 0:
         raise SystemExit(f"setup {stack} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     went = next((ln.split(":", 1)[1].strip() for ln in proc.stderr.splitlines()
@@ -122,17 +125,20 @@ def _clone(checkout: Path, dest: Path) -> Path:
     return dest
 
 
-def measure_stack(stack: str, checkout: Path, combo: str, arches: str, extra: list[str]) -> dict:
+def measure_stack(stack: str, checkout: Path, combo: str, arches: str, extra: list[str],
+                  logs: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="cuforge-team-stack-") as tmp:
         t = Path(tmp)
         cold, cold_went = _setup(t / "state-cold", t / "team", stack,
-                                 _clone(checkout, t / "cold"), combo, arches, extra)
+                                 _clone(checkout, t / "cold"), combo, arches, extra,
+                                 logs and logs / f"setup-{stack}-cold.log")
         subprocess.run([sys.executable, "-m", "cuforge", "index", str(t / "team")], cwd=ROOT,
                        check=True, capture_output=True)
         simple = next((t / "team").rglob("simple")).resolve().as_uri() + "/"
         team, team_went = _setup(t / "state-team", t / "mine", stack,
                                  _clone(checkout, t / "team-user"), combo, arches,
-                                 [*extra, "--wheels", simple])
+                                 [*extra, "--wheels", simple],
+                                 logs and logs / f"setup-{stack}-team.log")
         manifest = next((t / "mine").rglob("manifest.jsonl"))
         used = [json.loads(line) for line in manifest.read_text().splitlines()]
     return {"packages": f"setup {stack}", "cold_s": round(cold, 1), "team_s": round(team, 1),
@@ -164,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="build NAME from a local tree")
     p.add_argument("--stack", help="a row for `setup STACK` instead (needs --checkout)")
     p.add_argument("--checkout", type=Path, help="a git clone of the stack's repository")
+    p.add_argument("--logs", type=Path, help="with --stack: write each setup's output to "
+                   "DIR/setup-STACK-{cold,team}.log")
     p.add_argument("setup_args", nargs="*", help="after --: passed to both setups "
                    "(--find-links DIR --no-index, --jobs N, --src NAME=PATH)")
     args = p.parse_args(argv)
@@ -171,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.checkout:
             p.error("--stack needs --checkout PATH")
         row = measure_stack(args.stack, args.checkout, args.combo, args.cuda_arch,
-                            [*args.setup_args, *(f"--src={s}" for s in args.src)])
+                            [*args.setup_args, *(f"--src={s}" for s in args.src)], args.logs)
     else:
         row = measure(args.only, args.combo, args.cuda_arch, combo_env(args.combo), args.src)
     print(json.dumps(row), flush=True)

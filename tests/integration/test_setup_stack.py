@@ -245,6 +245,8 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
     assert re.search(r"venv [\d.]+ s \(beside the wheels\)", went), went
     assert re.search(r"requirements [\d.]+ s \(beside the wheels\)", went), went
     assert re.search(r", other [\d.]+ s$", went), went   # the parts add up to the wait
+    # deciding (the stack read, the combo interpreter's torch asked) is a phase of its own
+    assert re.match(r"where the time went: deciding [\d.]+ s, ", went), went
     assert "installing the checkout's requirements again" not in first.stderr
     # pip (torch through the interpreter's .pth) writes no bytecode, as uv does not: compiling
     # every module of a large requirement one by one was most of its install time

@@ -46,11 +46,13 @@ from cuforge.workstation.model_stage import model_stage
 def setup(project: Project, req: SetupRequest, console: Console | None = None) -> int:
     out = console or make_console(stderr=True)
     started = time.monotonic()   # the summary's time is the user's: deciding included
-    # refused before anything is written, by the dry run as by the run
-    check_setup(req, load_stack(project, req.stack))
-    target = resolve(project, req.combo)   # once: the build and the venv read it
-    target.require_usable()
-    p = decide(project, req, target)
+    spent = Phases()
+    with spent("deciding"):   # the combo interpreter's torch is asked here
+        # refused before anything is written, by the dry run as by the run
+        check_setup(req, load_stack(project, req.stack))
+        target = resolve(project, req.combo)   # once: the build and the venv read it
+        target.require_usable()
+        p = decide(project, req, target)
     if req.no_build:
         installable(p)   # a required wheel missing: say so before the venv is made
     if req.dry_run:   # the plan on stdout, as build --dry-run prints its plan
@@ -62,7 +64,6 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         return [f"setup {p.stack.name}: {now['step']} ({duration(time.monotonic() - started)})"
                 ] if now["step"] else []   # a build says for itself what it runs
 
-    spent = Phases()
     early = _early_requirements(req, p)
     got: RequirementsOutcome | None = None
     with heartbeat(out, running), ThreadPoolExecutor(
@@ -78,7 +79,8 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
                 p = decide(project, req, target)      # the wheelhouse changed
         if beside is not None:
             now["step"] = "installing the checkout's requirements (beside the wheels)"
-            python, got = beside.result()
+            with spent("waiting for the requirements"):   # they took longer than the wheels
+                python, got = beside.result()
         else:
             now["step"] = f"the venv {req.venv} with torch {p.combo.torch}"
             with spent("venv"):
@@ -87,8 +89,12 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         with spent("installs"):
             held = install_wheels(python, p, out, req.index)
         now["step"] = "installing the checkout's requirements"
-        if beside is not None and got is not None and still_satisfied(python, p.target.step_env(), got, out):
-            missing = list(got.missing)
+        kept = None
+        if beside is not None and got is not None:
+            with spent("requirements check"):   # did the wheels move one of them?
+                kept = got if still_satisfied(python, p.target.step_env(), got, out) else None
+        if kept is not None:
+            missing = list(kept.missing)
         else:   # after the wheels, everything held: the order that cannot clash
             with spent("requirements"):
                 missing = (list(install_checkout_requirements(python, p, req, held, out)
@@ -188,11 +194,12 @@ class Phases:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
 
     def summary(self, total: float) -> str:
-        """Each phase, then ``other``: what ``total`` holds besides them (deciding, the combo
-        interpreter's checks), so that the parts add up to the time the user waited.
+        """Each phase that took time, then ``other``: what ``total`` holds besides them (the
+        CLI's start, the env file, the messages), so that the parts add up to the time the
+        user waited.
 
-        >>> p = Phases(); p.seconds = {"wheels": 14.24, "venv": 1.0}; p.checks = 6.1
-        >>> p.beside = {"venv"}; p.summary(20.0)
+        >>> p = Phases(); p.seconds = {"wheels": 14.24, "venv": 1.0, "patch": 0.01}
+        >>> p.checks = 6.1; p.beside = {"venv"}; p.summary(20.0)
         'wheels 14.2 s (checks 6.1 s), venv 1.0 s (beside the wheels), other 5.8 s'
         """
         def one(name: str, s: float) -> str:
@@ -200,8 +207,8 @@ class Phases:
                     " (beside the wheels)" if name in self.beside else "")
             return f"{name} {s:.1f} s{note}"
         inside = sum(s for name, s in self.seconds.items() if name not in self.beside)
-        return ", ".join([*(one(name, s) for name, s in self.seconds.items()),
-                          f"other {max(0.0, total - inside):.1f} s"])
+        shown = [one(name, s) for name, s in self.seconds.items() if s >= 0.05]   # no 0.0 s
+        return ", ".join([*shown, f"other {max(0.0, total - inside):.1f} s"])
 
 
 def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float:
