@@ -165,10 +165,12 @@ def missing_requirements(python: Path, reqs: set[str],
     """``reqs`` that no distribution visible to ``python`` satisfies. Visible includes what a
     .pth adds (the combo interpreter's packages), which uv alone would not count: so an
     offline machine is never sent to an index for numpy it already has."""
-    code = ("import json, importlib.metadata as m; print(json.dumps({d.metadata['Name']: "
-            "d.version for d in m.distributions() if d.metadata['Name']}))")
+    code = ("import json, importlib.metadata as m; print(json.dumps([[d.metadata['Name'], "
+            "d.version] for d in m.distributions() if d.metadata['Name']]))")
     answer = capture([str(python), "-c", code], env=dict(env))
-    have = {canonicalize_name(k): v for k, v in json.loads(answer).items()}
+    have: dict[str, str] = {}
+    for name, version in json.loads(answer):   # in sys.path order: the first one is imported,
+        have.setdefault(canonicalize_name(name), version)   # a copy behind it is shadowed
     missing = []
     for text in reqs:
         req = Requirement(text)

@@ -96,7 +96,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         if kept is not None:
             missing = list(kept.missing)
         else:   # after the wheels, everything held: the order that cannot clash
-            with spent("requirements"):
+            with spent("requirements" if beside is None else "requirements again"):
                 missing = (list(install_checkout_requirements(python, p, req, held, out)
                                 .missing) if req.requirements else [])
         now["step"] = f"patching {req.checkout}"
