@@ -88,6 +88,36 @@ def test_the_scan_sees_an_upward_import():
                                        "cuforge.pipeline.plan -> cuforge.workstation"]
 
 
+def mutual_imports(sources: dict[str, str]) -> list[str]:
+    """``a <-> b`` for two modules that import each other (lazy imports count too: a cycle
+    hidden in a function is still one a reader must untangle)."""
+    modules = {_module_name(rel) for rel in sources}
+    edges: dict[str, set[str]] = defaultdict(set)
+    for rel, text in sources.items():
+        mod = _module_name(rel)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module:   # a module, or names of one
+                names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            edges[mod] |= {n for n in names if n in modules and n != mod}
+    return sorted(f"{a} <-> {b}" for a in edges for b in edges[a]
+                  if a < b and a in edges.get(b, set()))
+
+
+def test_no_two_modules_import_each_other():
+    assert mutual_imports(SOURCES) == []
+
+
+def test_the_scan_sees_a_lazy_import_cycle():
+    sources = {"env/venv.py": "def f():\n    from cuforge.env.resolve import resolve\n",
+               "env/resolve.py": "from cuforge.env import venv\n",
+               "env/other.py": "from cuforge.env.venv import f\n"}
+    assert mutual_imports(sources) == ["cuforge.env.resolve <-> cuforge.env.venv"]
+
+
 def test_no_module_is_longer_than_a_reader_can_hold():
     long = {rel: n for rel, text in SOURCES.items()
             if (n := len(text.splitlines())) > MAX_LINES and rel not in LONGER}

@@ -98,8 +98,8 @@ def test_following_a_build_request_does_not_grow(capsys):
     creation has its own heartbeat (venv._create's console). 34 -> 33: the --wheels path's
     meaning moved to config/inputs, and the env's creation says itself through one
     console.timed. 33 -> 29 (issue 42): the build's own slow phases use console.timed too
-    (no heartbeat and clock of its own), "can this env be made" is venv's question
-    (venv.require_resolvable), and one atomic writer serves scripts, caches and the patch
+    (no heartbeat and clock of its own), "can this env be made" is one question of
+    env/resolve (require_resolvable), and one atomic writer serves scripts, caches and the patch
     store (core.atomic)."""
     assert stays_tool.main(["cuforge.pipeline.executor:build"]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]

@@ -76,9 +76,9 @@ def check_combo_env(state_dir: Path, combo, target) -> None:
     env not made yet resolves (its torch and toolkit exist for its platform: ``--torch 9.9``
     is refused here, not after a venv was half made). An existing env or interpreter is
     checked where it is read (``venv.prepare``, ``venv.inspect``)."""
-    from cuforge.env import venv
+    from cuforge.env.resolve import require_resolvable
     target.require_usable()
-    venv.require_resolvable(state_dir, combo)
+    require_resolvable(state_dir, combo)
 
 
 def check_build(project, req) -> None:

@@ -15,7 +15,7 @@ from cuforge.config.combos import Combo
 from cuforge.core.errors import EnvError, ToolchainError
 from cuforge.core.runner import capture
 from cuforge.env.programs import find_uv
-from cuforge.env.venv import index_args, requirements
+from cuforge.env.venv import index_args, is_ready, requirements
 
 
 # uv's exit status when it could not run at all (its config, its cache, the network); 1 is
@@ -79,3 +79,11 @@ def resolve(combo: Combo) -> InstallResolution:
             hint="pick a torch version that has CUDA wheels for this platform there, or set "
                  "torch_index to the accel's CUDA index (envs/combos.toml)")
     return found
+
+
+def require_resolvable(state_dir: Path, combo: Combo) -> None:
+    """An env that ``venv.prepare`` would create must resolve first (its torch and toolkit
+    exist for its platform): ``--torch 9.9`` is refused before a venv is half made. An env made
+    already, or a combo's own interpreter, is checked where ``venv.prepare`` reads it."""
+    if not combo.interpreter and not is_ready(state_dir, combo):
+        resolve(combo)

@@ -71,15 +71,6 @@ def is_ready(state_dir: Path, combo: Combo) -> bool:
     return stamp.is_file() and json.loads(stamp.read_text()) == env_spec(combo)
 
 
-def require_resolvable(state_dir: Path, combo: Combo) -> None:
-    """An env that ``prepare`` would create must resolve first (its torch and toolkit exist
-    for its platform): ``--torch 9.9`` is refused before a venv is half made. An env made
-    already, or a combo's own interpreter, is checked where ``prepare`` reads it."""
-    from cuforge.env.resolve import resolve   # it builds on this module's requirements()
-    if not combo.interpreter and not is_ready(state_dir, combo):
-        resolve(combo)
-
-
 def requirements(combo: Combo) -> list[str]:
     """torch and (for a PyPI toolkit) the CUDA toolkit wheels: what makes a combo a combo."""
     reqs = [f"torch=={combo.torch}"]
