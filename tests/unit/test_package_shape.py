@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import cuforge
@@ -62,18 +63,22 @@ def layer_of(module: str) -> int:
     return LAYERS.get(parts[1], 4) if len(parts) > 1 else 4
 
 
+def imports(sources: dict[str, str]) -> Iterator[tuple[str, list[str]]]:
+    """(module, what one of its imports names) for every import, lazy ones too: ``from a.b
+    import c`` names ``a.b`` and ``a.b.c`` (a module or a name of one)."""
+    for rel, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                yield _module_name(rel), [node.module,
+                                          *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                yield _module_name(rel), [a.name for a in node.names]
+
+
 def upward_imports(sources: dict[str, str]) -> list[str]:
     """``module -> imported`` for each import of a higher layer (lazy ones count too)."""
-    out = []
-    for rel, text in sources.items():
-        mod = _module_name(rel)
-        for node in ast.walk(ast.parse(text)):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
-                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            for name in names:
-                if name.split(".")[0] == "cuforge" and layer_of(name) > layer_of(mod):
-                    out.append(f"{mod} -> {name}")
-    return out
+    return [f"{mod} -> {names[0]}" for mod, names in imports(sources)
+            if names[0].split(".")[0] == "cuforge" and layer_of(names[0]) > layer_of(mod)]
 
 
 def test_imports_flow_one_way():
@@ -93,16 +98,8 @@ def mutual_imports(sources: dict[str, str]) -> list[str]:
     hidden in a function is still one a reader must untangle)."""
     modules = {_module_name(rel) for rel in sources}
     edges: dict[str, set[str]] = defaultdict(set)
-    for rel, text in sources.items():
-        mod = _module_name(rel)
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.ImportFrom) and node.module:   # a module, or names of one
-                names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            edges[mod] |= {n for n in names if n in modules and n != mod}
+    for mod, names in imports(sources):
+        edges[mod] |= {n for n in names if n in modules and n != mod}
     return sorted(f"{a} <-> {b}" for a in edges for b in edges[a]
                   if a < b and a in edges.get(b, set()))
 
