@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "verify"))
 import verify_builders as vb  # noqa: E402
 
 from cuforge.pipeline.builders.cmake import torch_defines  # noqa: E402
-from cuforge.env.torchinfo import probe  # noqa: E402
+from cuforge.env.torchinfo import probe_interpreter  # noqa: E402
 
 pytestmark = pytest.mark.skipif(vb.torch_python() is None, reason=vb.NO_TORCH)
 
@@ -39,7 +39,7 @@ def test_configure_uses_the_probed_facts_and_never_imports_torch(tmp_path):
         pytest.skip("needs a combo env with its CUDA toolkit (cuda/bin/nvcc)")
     bare = tmp_path / "bare"                            # an interpreter without torch
     venv.EnvBuilder(with_pip=False).create(bare)
-    facts = dict(torch_defines(probe(vb.torch_python())))
+    facts = dict(torch_defines(probe_interpreter(vb.torch_python())))
 
     given = _configure(tmp_path / "given", bare / "bin" / "python", facts)
     assert given.returncode == 0, given.stdout[-2000:] + given.stderr[-2000:]

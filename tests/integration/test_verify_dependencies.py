@@ -14,7 +14,7 @@ import verify_builders as vb  # noqa: E402
 
 from cuforge.config.arches import parse_arch_list  # noqa: E402
 from cuforge.config.recipes import parse_recipe  # noqa: E402
-from cuforge.env.torchinfo import probe  # noqa: E402
+from cuforge.env.torchinfo import probe_interpreter  # noqa: E402
 from cuforge.verify import context_from, verify_wheel  # noqa: E402
 from cuforge.pipeline.upstream_stage import dependency_roots, recipe_for  # noqa: E402
 
@@ -49,7 +49,7 @@ def test_cuda_suffixed_wheel_finds_its_recipe(stack):
 
 def test_dependent_imports_only_with_its_dependency(stack, tmp_path):
     recipes, by_package, top = stack
-    ctx = context_from(probe(vb.torch_python()), parse_arch_list("9.0"))
+    ctx = context_from(probe_interpreter(vb.torch_python()), parse_arch_list("9.0"))
     alone = verify_wheel(top, ctx, modules=["toplib"], timeout=120)
     assert {r.check: r.status for r in alone.results}["import"] == "fail"
     roots = dependency_roots(recipes["toplib"], recipes, by_package, tmp_path / "deps")

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verif
 import verify_builders as vb  # noqa: E402
 
 from cuforge.config.arches import parse_arch_list  # noqa: E402
-from cuforge.env.torchinfo import probe  # noqa: E402
+from cuforge.env.torchinfo import probe_interpreter  # noqa: E402
 from cuforge.verify import context_from, render_table, reports_to_json, verify_wheel  # noqa: E402
 
 pytestmark = [
@@ -26,7 +26,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def ctx():
-    return context_from(probe(vb.torch_python()), parse_arch_list("9.0"))
+    return context_from(probe_interpreter(vb.torch_python()), parse_arch_list("9.0"))
 
 
 @pytest.fixture(scope="module")

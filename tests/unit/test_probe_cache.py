@@ -75,7 +75,7 @@ def test_a_venv_reached_through_a_link_is_asked_through_that_path(tmp_path):
 def test_an_interpreter_is_asked_once_per_process_by_its_own_path(tmp_path):
     """setup decides with the combo interpreter and its build checks it again: one question.
     Two venvs whose bin/python lead to the same base interpreter are still asked each."""
-    from cuforge.env.torchinfo import probe
+    from cuforge.env.torchinfo import probe_interpreter as probe
     calls = tmp_path / "calls"
     python = tmp_path / "python"
     python.write_text(f'#!/bin/sh\necho x >> "{calls}"\nexec "{sys.executable}" "$@"\n')
@@ -85,3 +85,39 @@ def test_an_interpreter_is_asked_once_per_process_by_its_own_path(tmp_path):
     assert calls.read_text().count("x") == 1
     one, other = _venv(tmp_path / "a"), _venv(tmp_path / "b")
     assert probe(one / "bin" / "python").python != probe(other / "bin" / "python").python
+
+
+def _counting(tmp_path: Path, target: Path) -> tuple[Path, Path]:
+    """A wrapper of ``target`` that counts the torch probes run through it (not the cheap
+    ``sys.path`` question)."""
+    calls, python = tmp_path / "probes-run", tmp_path / "interpreter"
+    python.write_text(f'#!/bin/sh\ncase "$*" in *CUFORGE-PROBE*) echo x >> "{calls}";; esac\n'
+                      f'exec "{target}" "$@"\n')
+    python.chmod(0o755)
+    return python, calls
+
+
+def test_a_combo_interpreter_is_answered_from_the_state_dir_until_its_packages_change(tmp_path):
+    """A combo's own interpreter (the GPU machine's python3 with torch): a second command does
+    not import its torch again; a distribution installed into it does."""
+    from cuforge.env import torchinfo
+    base = _venv(tmp_path)
+    python, calls = _counting(tmp_path, base / "bin" / "python")
+    cache = tmp_path / "state" / "probes"
+    first = torchinfo.probe_interpreter(python, cache)
+    torchinfo._ASKED.clear()   # the next command is another process
+    assert torchinfo.probe_interpreter(python, cache) == first
+    assert calls.read_text().count("x") == 1 and len(list(cache.iterdir())) == 1
+    torchinfo._ASKED.clear()
+    dist = _site(base) / "torch-9.9.dist-info"   # something installed into the interpreter
+    dist.mkdir()
+    (dist / "RECORD").write_text("torch/__init__.py,,\n")
+    torchinfo.probe_interpreter(python, cache)
+    assert calls.read_text().count("x") == 2
+
+
+def test_a_dry_runs_interpreter_probe_writes_nothing(tmp_path):
+    from cuforge.env import torchinfo
+    python, _ = _counting(tmp_path, _venv(tmp_path) / "bin" / "python")
+    torchinfo.probe_interpreter(python, tmp_path / "probes", remember=False)
+    assert not (tmp_path / "probes").exists()

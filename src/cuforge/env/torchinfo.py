@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,14 +84,11 @@ def expected(root: Path, py_version: str, torch: str, label: str, cuda: str, mac
                      nvidia_lib=tuple(d / "lib" for d in nvidia))
 
 
-def probe(python: Path, env: tuple[tuple[str, str], ...] = ()) -> TorchInfo:
-    """Ask ``python`` about itself and its torch (one subprocess, ~2-6 s with torch); ``env``:
-    what it needs on top of this process's environment to run (emulation's variables).
-
-    Asked once per interpreter path and ``env`` in a process: setup decides with the combo
-    interpreter's torch and its build then checks that interpreter again (one ``import torch``
-    of ~5 s on the H100 for nothing). The path is kept as given, not resolved: every venv's
-    ``bin/python`` leads to the same base interpreter."""
+def _asked(python: Path, env: tuple[tuple[str, str], ...]) -> dict:
+    """``_ask``, once per interpreter path and ``env`` in a process: setup decides with the
+    combo interpreter's torch and its build then checks that interpreter again (one ``import
+    torch`` of ~5 s on the H100 for nothing). The path is kept as given, not resolved: every
+    venv's ``bin/python`` leads to the same base interpreter."""
     key = (str(Path(python).absolute()), tuple(env))
     with _ASKED_LOCK:
         answer = _ASKED.get(key)
@@ -98,7 +96,7 @@ def probe(python: Path, env: tuple[tuple[str, str], ...] = ()) -> TorchInfo:
         answer = _ask(python, env)
         with _ASKED_LOCK:
             _ASKED[key] = answer
-    return _from_answer(answer)
+    return answer
 
 
 _ASKED: dict[tuple[str, tuple[tuple[str, str], ...]], dict] = {}
@@ -110,34 +108,68 @@ def probe_venv(root: Path, env: tuple[tuple[str, str], ...] = (), *,
     """``probe`` of the venv at ``root``, answered from ``root/PROBE_CACHE`` while the venv's
     installed distributions are the ones it was asked with: the answer depends only on them,
     and ``import torch`` cost 3 s of every build here (the env check of a no-op rerun)."""
-    cache, key = root / PROBE_CACHE, installed_key(root)
+    python = root / "bin" / "python"
+    return _from_answer(_remembered(root / PROBE_CACHE, installed_key(root),
+                                    lambda: _ask(python, env), remember))
+
+
+def probe_interpreter(python: Path, cache_dir: Path | None = None,
+                      env: tuple[tuple[str, str], ...] = (), *, remember: bool = True) -> TorchInfo:
+    """Ask ``python`` about itself and its torch (one subprocess, ~2-6 s with torch); ``env``:
+    what it needs on top of this process's environment to run (emulation's variables).
+
+    With ``cache_dir`` (an interpreter cuforge did not make: a combo's ``interpreter``), the
+    answer is kept there and reused while the distributions on its ``sys.path`` are the ones
+    it was asked with, as ``probe_venv`` does for a venv: every setup and build with such a
+    combo asked its torch first (3-5 s on the GPU machine); finding them costs one
+    interpreter start. ``remember`` off: nothing is written (a dry run)."""
+    if cache_dir is None:
+        return _from_answer(_asked(python, env))
+    where = str(Path(python).absolute())
+    paths = json.loads(capture([str(python), "-c", "import json, sys; print(json.dumps(sys.path))"],
+                               error=ToolchainError, env=dict(env)))
+    key = _distributions_key([where, os.path.realpath(python), repr(env)],
+                             [Path(p) for p in paths if p])
+    cache = cache_dir / f"{hashlib.sha256((where + repr(env)).encode()).hexdigest()[:16]}.json"
+    return _from_answer(_remembered(cache, key, lambda: _asked(python, env), remember))
+
+
+def _remembered(cache: Path, key: str, ask: Callable[[], dict], remember: bool) -> dict:
+    """The answer saved in ``cache`` for ``key``, else ``ask()``'s, saved unless ``remember``
+    is off (a dry run writes nothing)."""
     try:
         saved = json.loads(cache.read_text())
         if saved["key"] == key:
-            return _from_answer(saved["answer"])
+            return saved["answer"]
     except (OSError, ValueError, KeyError, TypeError):
         pass   # none yet, or unreadable: ask
-    answer = _ask(root / "bin" / "python", env)
-    if not remember:   # a dry run writes nothing
-        return _from_answer(answer)
-    # a reader sees the old answer or the new one, never half of one
-    write_atomic(cache, json.dumps({"key": key, "answer": answer}))
-    return _from_answer(answer)
+    answer = ask()
+    if remember:   # a reader sees the old answer or the new one, never half of one
+        write_atomic(cache, json.dumps({"key": key, "answer": answer}))
+    return answer
 
 
 def installed_key(root: Path) -> str:
-    """What the probe's answer depends on: the venv's path and interpreter, and each installed
-    distribution's name and version (a dist-info dir's name, local version included:
-    ``torch-2.14.1+cu130``), with its RECORD's size and time (a reinstall rewrites it)."""
+    """What a venv's probe answer depends on: the venv's path and interpreter, and each
+    distribution installed in it (``_distributions_key``)."""
     cfg = root / "pyvenv.cfg"
     # the answer's paths are as seen from ``root`` (a clone's envs/ may link to a shared venv):
     # the path asked through is part of the key, not only where it leads
-    parts = [str(root.absolute()), os.path.realpath(root / "bin" / "python"),
-             cfg.read_text() if cfg.is_file() else ""]
-    for info in sorted(root.glob("lib/python*/site-packages/*.dist-info")):
-        record = info / "RECORD"
-        stat = record.stat() if record.exists() else None
-        parts.append(f"{info.name} {stat and (stat.st_size, stat.st_mtime_ns)}")
+    return _distributions_key([str(root.absolute()), os.path.realpath(root / "bin" / "python"),
+                               cfg.read_text() if cfg.is_file() else ""],
+                              sorted(root.glob("lib/python*/site-packages")))
+
+
+def _distributions_key(parts: list[str], site_dirs: list[Path]) -> str:
+    """``parts`` and each distribution installed in ``site_dirs``: a dist-info dir's name
+    (local version included: ``torch-2.14.1+cu130``) with its RECORD's size and time (a
+    reinstall rewrites it)."""
+    parts = list(parts)
+    for site in site_dirs:
+        for info in sorted(site.glob("*.dist-info")) if site.is_dir() else ():
+            record = info / "RECORD"
+            stat = record.stat() if record.exists() else None
+            parts.append(f"{info.name} {stat and (stat.st_size, stat.st_mtime_ns)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

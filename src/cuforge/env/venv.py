@@ -22,7 +22,7 @@ from cuforge.env.programs import find_uv
 from cuforge.core.runner import Step, run
 from cuforge.env.toolchain import (Toolkit, assemble_pypi_toolkit, find_system_toolkit,
                                    pypi_toolkit_at)
-from cuforge.env.torchinfo import TorchInfo, expected, probe, probe_venv
+from cuforge.env.torchinfo import TorchInfo, expected, probe_interpreter, probe_venv
 
 from cuforge.config.target import Target
 
@@ -201,15 +201,17 @@ def _discard_half_created(root: Path) -> None:
         shutil.rmtree(root)
 
 
-def check_interpreter(combo: Combo, target: Target) -> TorchInfo:
+def check_interpreter(combo: Combo, target: Target, *, remember: bool = True) -> TorchInfo:
     """A combo's existing interpreter, probed: it must exist, be the combo's Python (the wheels
     are tagged with it) and import a torch built for the combo's CUDA; ToolchainError with
-    the fix otherwise. What a build does first, and what doctor reports."""
+    the fix otherwise. What a build does first, and what doctor reports. Its answer is kept
+    under the state dir (``remember``; a dry run writes nothing)."""
     python = target.base_python
     if not Path(python).exists():
         raise ToolchainError(f"the combo's interpreter {combo.interpreter!r} does not exist",
                              hint="fix `interpreter` in envs/combos.toml or --interpreter")
-    info = probe(Path(python), env=target.step_env())
+    info = probe_interpreter(Path(python), target.state_dir / "probes", env=target.step_env(),
+                             remember=remember)
     if not info.has_torch:
         raise ToolchainError(f"{python} cannot import torch ({info.torch_error})",
                              hint="install torch into that interpreter, or drop `interpreter` "
@@ -227,7 +229,7 @@ def _existing_interpreter(state_dir: Path, combo: Combo, target: Target, *,
                           assemble: bool = True) -> ComboEnv:
     """The combo's own interpreter as an env; its torch decides the combo's (and so the
     wheelhouse path), whatever the combo says."""
-    info = check_interpreter(combo, target)
+    info = check_interpreter(combo, target, remember=assemble)
     python = info.python
     if info.torch != combo.torch:   # the interpreter decides; the wheelhouse path follows it
         print(f"note: {python} has torch {info.torch}; building for that, not {combo.torch}",

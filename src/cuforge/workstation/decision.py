@@ -63,7 +63,8 @@ def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
     required = frozenset(r.name for r in build_order(recipes, list(stack.packages)))
     combo = req.combo
     if combo.interpreter:   # its torch decides the wheelhouse, as in a build
-        combo = replace(combo, torch=venv.check_interpreter(combo, target).torch)
+        combo = replace(combo, torch=venv.check_interpreter(combo, target,
+                                                         remember=not req.dry_run).torch)
     house = Wheelhouse(wheel_dir(project, combo))
     latest = house.latest()
     missing = tuple(r.name for r in order if not usable(house, latest.get(r.name)))

@@ -272,7 +272,7 @@ def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo, judged: b
         return rows
     if combo.interpreter and judged:   # as the build will find it (a probe: seconds)
         try:
-            info = venv.check_interpreter(combo, target)
+            info = venv.check_interpreter(combo, target, remember=False)   # reads only
         except CuforgeError as err:
             rows.append((f"{name}: interpreter", "missing", str(err)))
         else:
