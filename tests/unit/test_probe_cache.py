@@ -88,10 +88,11 @@ def test_an_interpreter_is_asked_once_per_process_by_its_own_path(tmp_path):
 
 
 def _counting(tmp_path: Path, target: Path) -> tuple[Path, Path]:
-    """A wrapper of ``target`` that counts the torch probes run through it (not the cheap
-    ``sys.path`` question)."""
+    """A wrapper of ``target`` that counts the torch probes run through it (``x``) and every
+    start (``started``, the cheap ``sys.path`` question too)."""
     calls, python = tmp_path / "probes-run", tmp_path / "interpreter"
-    python.write_text(f'#!/bin/sh\ncase "$*" in *CUFORGE-PROBE*) echo x >> "{calls}";; esac\n'
+    python.write_text(f'#!/bin/sh\necho started >> "{calls}"\n'
+                      f'case "$*" in *CUFORGE-PROBE*) echo x >> "{calls}";; esac\n'
                       f'exec "{target}" "$@"\n')
     python.chmod(0o755)
     return python, calls
@@ -108,6 +109,9 @@ def test_a_combo_interpreter_is_answered_from_the_state_dir_until_its_packages_c
     torchinfo._ASKED.clear()   # the next command is another process
     assert torchinfo.probe_interpreter(python, cache) == first
     assert calls.read_text().count("x") == 1 and len(list(cache.iterdir())) == 1
+    starts = calls.read_text().count("started")
+    torchinfo.probe_interpreter(python, cache)   # the same process again: no start at all
+    assert calls.read_text().count("started") == starts
     torchinfo._ASKED.clear()
     dist = _site(base) / "torch-9.9.dist-info"   # something installed into the interpreter
     dist.mkdir()

@@ -89,14 +89,17 @@ def _asked(python: Path, env: tuple[tuple[str, str], ...]) -> dict:
     combo interpreter's torch and its build then checks that interpreter again (one ``import
     torch`` of ~5 s on the H100 for nothing). The path is kept as given, not resolved: every
     venv's ``bin/python`` leads to the same base interpreter."""
-    key = (str(Path(python).absolute()), tuple(env))
     with _ASKED_LOCK:
-        answer = _ASKED.get(key)
+        answer = _ASKED.get(_memo_key(python, env))
     if answer is None:
         answer = _ask(python, env)
         with _ASKED_LOCK:
-            _ASKED[key] = answer
+            _ASKED[_memo_key(python, env)] = answer
     return answer
+
+
+def _memo_key(python: Path, env: tuple[tuple[str, str], ...]) -> tuple:
+    return (str(Path(python).absolute()), tuple(env))
 
 
 _ASKED: dict[tuple[str, tuple[tuple[str, str], ...]], dict] = {}
@@ -123,7 +126,9 @@ def probe_interpreter(python: Path, cache_dir: Path | None = None,
     it was asked with, as ``probe_venv`` does for a venv: every setup and build with such a
     combo asked its torch first (3-5 s on the GPU machine); finding them costs one
     interpreter start. ``remember`` off: nothing is written (a dry run)."""
-    if cache_dir is None:
+    with _ASKED_LOCK:   # asked already in this process: not even its sys.path again
+        known = _memo_key(python, env) in _ASKED
+    if cache_dir is None or known:
         return _from_answer(_asked(python, env))
     where = str(Path(python).absolute())
     paths = json.loads(capture([str(python), "-c", "import json, sys; print(json.dumps(sys.path))"],
@@ -131,7 +136,10 @@ def probe_interpreter(python: Path, cache_dir: Path | None = None,
     key = _distributions_key([where, os.path.realpath(python), repr(env)],
                              [Path(p) for p in paths if p])
     cache = cache_dir / f"{hashlib.sha256((where + repr(env)).encode()).hexdigest()[:16]}.json"
-    return _from_answer(_remembered(cache, key, lambda: _asked(python, env), remember))
+    answer = _remembered(cache, key, lambda: _asked(python, env), remember)
+    with _ASKED_LOCK:   # a later question in this process starts no interpreter
+        _ASKED.setdefault(_memo_key(python, env), answer)
+    return _from_answer(answer)
 
 
 def _remembered(cache: Path, key: str, ask: Callable[[], dict], remember: bool) -> dict:
