@@ -95,7 +95,8 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
 
 def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: bool,
                  arches_given: bool, models: bool = False, upstream_tests: bool = False,
-                 tests_src: dict[str, Path] | None = None) -> int:
+                 tests_src: dict[str, Path] | None = None, stress: bool = False,
+                 sanitize: bool = False) -> int:
     from cuforge.publish.index import has_index, verify_index
     from cuforge.verify import context_from, host, render_table, reports_to_json, verify_wheel
     from cuforge.verify.wheel import package_name
@@ -111,6 +112,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     reports = []
     suites = (UpstreamStage(project, env.python, combo, tests_src or {},
                             run_env=env.target.step_env()) if upstream_tests else None)
+    stages = _stress_stages(project, env, stress=stress, sanitize=sanitize)
     started, now = time.monotonic(), {"wheel": ""}
     beat = timed(lambda: f"verify: {now['wheel']}, {len(reports) + 1} of {len(wheels)}")
     hosted = host.serving(env.python, env.target.step_env(), enabled=not env.target.emulated)
@@ -137,6 +139,13 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                 report.results.append(result)
                 if recorded is not None and recorded.status == "pass":
                     record_check(wheel, result)   # the manifest line gains the verdict
+            for stage in stages:
+                imported = report.result("import")
+                result = stage.run(wheel, recipe, deps, imported_ok=bool(
+                    imported and imported.status != "fail"), tmp=Path(tmp))
+                report.results.append(result)
+                if recorded is not None and recorded.status == "pass":
+                    record_check(wheel, result)
             reports.append(report)
     verified_wheels = len(reports)   # the model rows below are not wheels
     if models:
@@ -160,6 +169,14 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                           hint="do not install it; rebuild it (cuforge build --only PKG "
                           "--rebuild) or delete it and its manifest line")
     return 0 if all(r.ok for r in reports) else 7
+
+
+def _stress_stages(project: Project, env, *, stress: bool, sanitize: bool) -> list:
+    """The stress stages asked for: the full run, the short one under compute-sanitizer (made
+    first, so a missing sanitizer stops verify before any check runs)."""
+    from cuforge.pipeline.stress_stage import StressStage
+    return [*([StressStage(project, env)] if stress else []),
+            *([StressStage(project, env, sanitize=True)] if sanitize else [])]
 
 
 def manifest_check(wheel: Path):
