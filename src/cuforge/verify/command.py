@@ -130,6 +130,8 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                                   dependency_paths=deps)
             if (recorded := manifest_check(wheel)) is not None:
                 report.results.append(recorded)
+            if (built_with := cccl_check(wheel)) is not None:
+                report.results.append(built_with)
             if (pinned := wheelmeta.check(wheel)) is not None:   # in <cuXYZ>/torch<V>-cp<XY>
                 report.results.append(pinned)
             if suites is not None:
@@ -193,6 +195,24 @@ def manifest_check(wheel: Path):
     return CheckResult("manifest", "fail", f"{wheel} has sha256 {digest}, but the manifest "
                        f"recorded {recorded[-1].wheel_sha256}: its bytes changed after it was "
                        "verified")
+
+def cccl_check(wheel: Path):
+    """``warn`` when the manifest says the wheel was compiled against a CCCL with a known fault
+    (data/cccl.toml), ``pass`` for a clean one; None when no CCCL was recorded (prebuilt, or a
+    manifest line older than the field)."""
+    from cuforge.env.cccl import known_faults
+    from cuforge.verify import CheckResult
+    recorded = [e for e in Wheelhouse(wheel.parent).entries() if e.wheel == wheel.name]
+    version = recorded[-1].cccl if recorded else ""
+    if not version:
+        return None
+    faults = known_faults(version)
+    if not faults:
+        return CheckResult("cccl", "pass", f"built with CCCL {version}: no known fault")
+    return CheckResult("cccl", "warn", f"built with CCCL {version}, which has "
+                       + "; ".join(faults) + " (rebuild: cu130 builds take CCCL 3.1 first, "
+                       "envs/accels.toml cccl_overlay)")
+
 
 def _requested_from_manifest(wheel: Path):
     """The arch list the wheel was built for, when it sits in a cuforge wheelhouse."""
