@@ -185,3 +185,33 @@ def test_an_indexed_wheelhouse_follows_build_rebuild(built):
     assert problems(d) == []
     out = cuforge("verify", str(d), "--combo", "3.11-cu130", env=env)
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_the_wheel_was_compiled_against_the_cccl_overlay(built):
+    """cu130 builds see CCCL 3.1 before CUDA 13.0's own 3.0.1 (its merge-sort race); the
+    manifest says which CCCL the compiles saw, and verify reads it back."""
+    wh, env, _ = built
+    entries = [json.loads(ln) for ln in (wh / COMBO_DIR / "manifest.jsonl").read_text().splitlines()]
+    assert [e["cccl"] for e in entries if e["status"] == "compiled"][0] == "3.1.4"
+    out = cuforge("verify", str(wh / COMBO_DIR), "--combo", "3.11-cu130", "--json", env=env)
+    results = {r["check"]: r for r in json.loads(out.stdout)["wheels"][0]["results"]}
+    assert results["cccl"]["status"] == "pass" and "CCCL 3.1.4" in results["cccl"]["detail"]
+
+
+def test_stress_without_a_gpu_is_skipped_and_sanitize_without_a_sanitizer_is_one_error(built):
+    """--stress runs the recipe's [stress] only where a GPU is: here it says skipped, never
+    pass. --sanitize without compute-sanitizer stops before any check: exit 3, the fix named."""
+    wh, env, _ = built
+    out = cuforge("verify", str(wh / COMBO_DIR), "--combo", "3.11-cu130", "--json", "--stress",
+                  env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = {r["check"]: r for r in json.loads(out.stdout)["wheels"][0]["results"]}
+    assert results["stress"]["status"] == "skipped"
+    assert results["stress"]["detail"].startswith("skipped: no GPU")
+    if shutil.which("compute-sanitizer"):
+        pytest.skip("this machine has a compute-sanitizer on PATH")
+    bare = {k: v for k, v in env.items() if k != "CUFORGE_COMPUTE_SANITIZER"}
+    out = cuforge("verify", str(wh / COMBO_DIR), "--combo", "3.11-cu130", "--sanitize", env=bare)
+    assert out.returncode == 3, out.stderr[-2000:]
+    assert "compute-sanitizer" in out.stderr and "nvidia-cuda-sanitizer-api" in out.stderr
+    assert "Traceback" not in out.stderr
