@@ -127,7 +127,7 @@ def cmd_shell(args) -> int:
 def cmd_verify(args) -> int:
     from cuforge.verify.command import verify_paths
     return verify_paths(_project(args), _combo(args, arches=_arches(args)), args.paths,
-                        as_json=args.json, arches_given=bool(_arches(args)),
+                        arches_given=bool(_arches(args)),
                         models=args.models, upstream_tests=args.upstream_tests,
                         tests_src=dict(_src_overrides(args.tests_src)))
 

@@ -23,7 +23,7 @@ from cuforge.config.inputs import check_build
 from cuforge.config.recipes import Recipe, selection
 from cuforge.config.request import BuildRequest
 from cuforge.config.target import resolve
-from cuforge.core import runner
+from cuforge.core import jsonout, runner
 from cuforge.core.console import (BuildProgress, duration, heartbeat, live_progress,
                                   make_console, progress_lines, timed)
 from cuforge.core.errors import CuforgeError
@@ -87,9 +87,34 @@ def build(project: Project, req: BuildRequest) -> BuildOutcome:
                            {r.name: r for r in order}, dict(req.src_overrides), console)
     except CuforgeError:   # a failed package stopped the build: the summary still counts
         console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
+        jsonout.update(**build_report(executor, log_dir, time.monotonic() - t0))
         raise
     console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
+    jsonout.update(**build_report(executor, log_dir, time.monotonic() - t0))
     return outcome
+
+
+def _result(executor: Executor, name: str) -> str:
+    """What the build did to one package, in the summary's words."""
+    entry = executor.results.get(name)
+    return ("not started" if entry is None else "up to date" if name in executor.current
+            else "failed" if entry.status is Status.FAILED else str(entry.status))
+
+
+def build_report(executor: Executor, log_dir: Path, seconds: float) -> dict:
+    """The build as data (``build --json``, docs/json.md): one row per package of the plan."""
+    rows = []
+    for pkg in executor.plan.packages:
+        e = executor.results.get(pkg.name) or Entry(pkg.name, Status.SKIPPED)
+        rows.append({"name": pkg.name, "result": _result(executor, pkg.name),
+                     "version": e.version or None,
+                     "wheel": str(executor.plan.wheel_dir / e.wheel) if e.wheel else None,
+                     "seconds": e.build_seconds or None, "arches": pkg.archs.torch(),
+                     "embedded": e.arches_embedded, "checks": e.checks,
+                     "reason": e.reason or None, "log": e.log or None})
+    return {"dry_run": False, "combo": executor.plan.combo.id, "torch": executor.plan.combo.torch,
+            "wheel_dir": str(executor.plan.wheel_dir), "log_dir": str(log_dir),
+            "seconds": round(seconds, 1), "packages": rows}
 
 
 def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:
@@ -97,9 +122,7 @@ def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:
     how long it took."""
     counts: dict[str, int] = {}
     for pkg in executor.plan.packages:
-        entry = executor.results.get(pkg.name)
-        what = ("not started" if entry is None else "up to date" if pkg.name in executor.current
-                else "failed" if entry.status is Status.FAILED else str(entry.status))
+        what = _result(executor, pkg.name)
         counts[what] = counts.get(what, 0) + 1
     order = ("compiled", "prebuilt", "up to date", "failed", "skipped", "not started")
     said = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "nothing to build"
@@ -142,6 +165,11 @@ class Executor(WheelSources, Gate, ActionHandlers):
         return (f"{self.plan.combo.id}: {len(results)} of {len(self.plan.packages)} packages "
                 f"done ({duration(time.monotonic() - self.started)})")
 
+    def _beat(self, progress, results: dict[str, Entry]) -> list[str]:
+        """The heartbeat's lines: each running package's, with how many packages are done."""
+        count = f"; {len(results)}/{len(self.plan.packages)} packages done"
+        return [line + count for line in progress_lines(progress)] or [self._between(results)]
+
     def run(self) -> BuildOutcome:
         outcome = BuildOutcome()
         results: dict[str, Entry] = {}
@@ -153,7 +181,7 @@ class Executor(WheelSources, Gate, ActionHandlers):
         # the runner's session innermost: an interrupt stops the commands before the pool
         # waits for the threads that run them
         with live_progress(console) as progress, \
-                heartbeat(console, lambda: progress_lines(progress) or [self._between(results)]), \
+                heartbeat(console, lambda: self._beat(progress, results)), \
                 ThreadPoolExecutor(max(1, self.plan.jobs)) as pool, runner.session(), \
                 self._check_host():
             self.progress = progress
