@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_up_to_date import project  # noqa: F401  (the tinyext project: a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "json.md").read_text()
@@ -125,3 +126,27 @@ def test_verify_json(tmp_path: Path):
     assert report["package"] == "demo" and {r["check"] for r in report["results"]} >= {
         "abi", "fatbin", "import", "manifest"}
     assert "cuforge verify" in proc.stderr and "verified 1 wheel in " in proc.stderr
+
+
+@pytest.mark.slow   # a real build of a tiny C++ extension in the 3.11-cu130 env (seconds)
+def test_a_real_build_with_json_and_its_progress(project, tmp_path: Path, monkeypatch):
+    """``build -v --json`` streams the compiler's output, and still stdout is one document:
+    the children's output goes to stderr. Each package's build starts with its last build
+    time here, and the piped heartbeat says what its counts count (point 6)."""
+    from test_up_to_date import _build
+    monkeypatch.setenv("CUFORGE_HEARTBEAT_S", "0.5")
+    wh = tmp_path / "wh"
+    first = _build(project, wh, "-v", "--json")
+    doc = _document(first, "build", "build")
+    assert first.returncode == 0 and doc["dry_run"] is False, first.stderr[-3000:]
+    (pkg,) = doc["packages"]
+    assert pkg["name"] == "tinyext" and pkg["result"] == "compiled" and pkg["seconds"] > 0
+    assert Path(pkg["wheel"]).is_file() and Path(pkg["log"]).is_file()
+    assert "; no earlier build of it here" in first.stderr, first.stderr[-3000:]
+    assert "_c.cpp" in first.stderr   # -v: the compiler's lines, on stderr
+    again = _build(project, wh, "--rebuild")
+    assert f"; its last build here took {pkg['seconds']:.1f} s" in again.stderr, \
+        again.stderr[-3000:]
+    beats = [ln for ln in again.stderr.splitlines() if ln.startswith("... still running: tinyext")]
+    assert any(re.search(r"last build here [\d.]+ s\); 0/1 packages done$", ln) for ln in beats), \
+        beats
