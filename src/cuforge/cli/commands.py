@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cuforge.config.arches import ArchPolicy
 from cuforge.config.inputs import check_jobs
+from cuforge.core import jsonout
 from cuforge.core.console import make_console
 from cuforge.core.errors import BuildError, ConfigError
 
@@ -72,7 +73,7 @@ def cmd_build(args) -> int:
         one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
         cache=parse_spec(args.cache, "--cache") if args.cache else "",
         scheduler=args.scheduler)
-    outcome = build(_project(args), req)
+    outcome = build(_project(args), req, on_report=lambda r: jsonout.update(**r))
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)
         err_console.print(f"[bold red]cuforge: failed:[/] {names}")

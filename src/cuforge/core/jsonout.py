@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-__all__ = ["SCHEMA_VERSION", "capture", "document", "error_object", "fields", "section",
-           "update", "write"]
+__all__ = ["SCHEMA_VERSION", "capture", "document", "error_object", "fields", "update",
+           "write"]
 
 # raised when a key changes meaning or goes away; a key added leaves it as it is
 SCHEMA_VERSION = 1
@@ -29,26 +29,9 @@ _fields: dict[str, Any] | None = None   # the running command's document; None: 
 
 
 def update(**fields: Any) -> None:
-    """Add ``fields`` to the command's JSON document (nothing without ``--json``), or to the
-    :func:`section` open now."""
+    """Add ``fields`` to the command's JSON document (nothing without ``--json``)."""
     if _fields is not None:
-        target = _fields
-        for key in _sections:
-            target = target.setdefault(key, {})
-        target.update(fields)
-
-
-_sections: list[str] = []   # the keys a command run inside another one writes under
-
-
-@contextmanager
-def section(key: str) -> Iterator[None]:
-    """What a command run inside another (setup's build) adds goes under ``key``."""
-    _sections.append(key)
-    try:
-        yield
-    finally:
-        _sections.pop()
+        _fields.update(fields)
 
 
 def error_object(err: BaseException, exit_code: int) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from cuforge.pipeline import sources
 from cuforge.env import venv
-from cuforge.core import jsonout
 from cuforge.core.console import QuietPipeConsole, duration
 from cuforge.pipeline.plan import Action, ActionKind, PackagePlan, make_plan, up_to_date
 from cuforge.core.project import Project
@@ -15,10 +14,11 @@ from cuforge.config.request import BuildRequest
 from cuforge.publish.wheelhouse import Wheelhouse
 
 
-def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
+def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> dict:
     """Print the plan a build of ``order`` would run; build nothing, write nothing. The env is
     read as the build would find it (``venv.inspect``), so the wheel dir and keys printed are
-    the build's; a venv not created yet is predicted (``venv.predicted``)."""
+    the build's; a venv not created yet is predicted (``venv.predicted``). Returns the plan as
+    data (``build --dry-run --json``)."""
     combo, target = req.combo, req.target
     out = QuietPipeConsole(highlight=False, soft_wrap=True)
     out.print(f"# dry run: combo {combo.id}, torch {combo.torch}, CUDA {combo.accel.cuda}, "
@@ -55,14 +55,14 @@ def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
         for line in lines:
             out.print(line, markup=False)
         rows.append(package_row(pkg, pkg.name in current, last))
-    jsonout.update(dry_run=True, combo=combo.id, torch=combo.torch, cuda=str(combo.accel.cuda),
-                   arches=combo.arches.torch(), wheel_dir=str(plan.wheel_dir), jobs=plan.jobs,
-                   packages=rows)
     if len(current) == len(plan.packages):
         out.print(f"\n# every wheel is up to date in {plan.wheel_dir}: the build would build "
                   "nothing (--rebuild builds them again)")
     else:
         out.print(f"\n# then: publish each verified wheel into {plan.wheel_dir}")
+    return {"dry_run": True, "combo": combo.id, "torch": combo.torch,
+            "cuda": str(combo.accel.cuda), "arches": combo.arches.torch(),
+            "wheel_dir": str(plan.wheel_dir), "jobs": plan.jobs, "packages": rows}
 
 
 def _up_to_date(plan, req: BuildRequest) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -23,7 +23,7 @@ from cuforge.config.inputs import check_build
 from cuforge.config.recipes import Recipe, selection
 from cuforge.config.request import BuildRequest
 from cuforge.config.target import resolve
-from cuforge.core import jsonout, runner
+from cuforge.core import runner
 from cuforge.core.console import (BuildProgress, duration, heartbeat, live_progress,
                                   make_console, progress_lines, timed)
 from cuforge.core.errors import CuforgeError
@@ -51,7 +51,11 @@ class BuildOutcome:
         return [e for e in self.entries if e.status is Status.FAILED]
 
 
-def build(project: Project, req: BuildRequest) -> BuildOutcome:
+def build(project: Project, req: BuildRequest,
+          on_report: Callable[[dict], None] | None = None) -> BuildOutcome:
+    """Build (or, with ``dry_run``, print the plan of) ``req``. ``on_report`` gets the build as
+    data when it ends, also when a failure stopped it (``--json``: docs/json.md)."""
+    report = on_report or (lambda _: None)
     # decided once (dry runs too: no cross-platform plan unless emulation was asked for)
     if req.target is None:
         req = replace(req, target=resolve(project, req.combo))
@@ -60,7 +64,7 @@ def build(project: Project, req: BuildRequest) -> BuildOutcome:
     check_build(project, req)   # what the dry run refuses too, before anything is written
     if req.dry_run:
         from cuforge.pipeline.dryrun import dry_run
-        dry_run(project, req, order)
+        report(dry_run(project, req, order))
         return BuildOutcome()
     log_dir = project.state_dir / "logs" / req.combo.env_id
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -87,10 +91,10 @@ def build(project: Project, req: BuildRequest) -> BuildOutcome:
                            {r.name: r for r in order}, dict(req.src_overrides), console)
     except CuforgeError:   # a failed package stopped the build: the summary still counts
         console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
-        jsonout.update(**build_report(executor, log_dir, time.monotonic() - t0))
+        report(build_report(executor, log_dir, time.monotonic() - t0))
         raise
     console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
-    jsonout.update(**build_report(executor, log_dir, time.monotonic() - t0))
+    report(build_report(executor, log_dir, time.monotonic() - t0))
     return outcome
 
 

@@ -236,12 +236,12 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
                    f"{', '.join(p.missing) or 'none'})"))
     # keep going: an optional package's failure must not stop the others; --json: the
     # build's report goes under "build"
-    with jsonout.section("build"):
-        outcome = build(project, BuildRequest(combo=p.combo, target=p.target,
-                                              packages=p.to_build, jobs=req.jobs,
-                                              rebuild=req.rebuild, keep_going=True,
-                                              src_overrides=req.src_overrides,
-                                              team_wheels=req.team_wheels))
+    outcome = build(project, BuildRequest(combo=p.combo, target=p.target,
+                                          packages=p.to_build, jobs=req.jobs,
+                                          rebuild=req.rebuild, keep_going=True,
+                                          src_overrides=req.src_overrides,
+                                          team_wheels=req.team_wheels),
+                    on_report=lambda r: jsonout.update(build=r))
     needed = [e.package for e in outcome.failed if e.package in p.required]
     if needed:
         raise BuildError(f"the {p.stack.name} stack needs {', '.join(needed)}, which failed to "
