@@ -113,7 +113,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
     suites = (UpstreamStage(project, env.python, combo, tests_src or {},
                             run_env=env.target.step_env()) if upstream_tests else None)
     started, now = time.monotonic(), {"wheel": ""}
-    beat = timed(lambda: f"verify: {now['wheel']}, {len(reports) + 1} of {len(wheels)}")
+    beat = timed(lambda: f"verify: {now['wheel']}, wheel {len(reports) + 1} of {len(wheels)}")
     hosted = host.serving(env.python, env.target.step_env(), enabled=not env.target.emulated)
     with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat, hosted:
         for wheel in wheels:
