@@ -6,6 +6,7 @@ Marked slow: ~20-40 s (two venvs; torch is hard-linked from uv's cache or reused
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -256,8 +257,15 @@ def test_setup_with_the_combo_interpreter_builds_what_is_missing(tmp_path: Path)
     check_result(project, checkout, venv)
     check_requirements_reported(first.stderr)
 
-    again = setup(project, checkout, venv)      # idempotent: nothing to build, nothing to patch
+    # idempotent: nothing to build, nothing to patch; --json: the text below goes to stderr
+    # as without it, and stdout is one document (docs/json.md), the build's under "build"
+    again = setup(project, checkout, venv, "--json")
     assert again.returncode == 0, again.stderr
+    doc = json.loads(again.stdout)
+    assert doc["command"] == "setup" and doc["ok"] and doc["model_stage_ok"] is True, doc
+    assert doc["dry_run"] is False and doc["activate"] == str(venv / "bin" / "activate")
+    assert {p["result"] for p in doc["build"]["packages"]} <= {"up to date", "skipped"}, doc
+    assert "tiny-old-torch" in doc["not_installed"] and "deciding" in doc["phases"]
     # the build step runs and finds every wheel up to date; the failed optional one is not retried
     assert "up to date" in again.stderr and "compiled " not in again.stderr, again.stderr
     assert "FAILED" not in again.stderr, again.stderr

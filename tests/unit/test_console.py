@@ -161,10 +161,55 @@ def test_progress_lines_say_what_a_live_display_shows():
 
     from cuforge.core.console import live_progress, progress_lines
     progress = live_progress(Console(file=io.StringIO()))
-    progress.add_task("demo: building for 12.0", total=None)
+    progress.add_task("demo: building for 12.0", total=None, last=72.4)
     progress.add_task("spconv: building", total=775, completed=12)
     lines = progress_lines(progress)
-    assert lines[0].startswith("demo: building for 12.0 (") and lines[1].endswith(", 12/775)")
+    # a count says what it counts (issue 50: "(15.0 s, 1/3)" said 1/3 of nothing), and a
+    # package with no count yet says how long its last build here took
+    assert lines[0].startswith("demo: building for 12.0 (")
+    assert lines[0].endswith(", last build here 1 min 12 s)"), lines[0]
+    assert lines[1].endswith(", ninja [12/775])"), lines[1]
+
+
+def test_the_live_line_shows_no_unknown_total_and_no_eta_without_one():
+    """On a terminal, a package whose build has printed no ninja line yet showed ``0/? ...
+    eta -:--:--``: now its last build time here; with ninja's count, ``ninja [n/N]``."""
+    from rich.console import Console
+
+    from cuforge.core.console import BuildProgress, live_progress
+    term = Console(file=io.StringIO(), force_terminal=True, width=160, color_system=None)
+    progress = live_progress(term)
+    with BuildProgress("demo", term, "building", shared=progress, last=90.0) as bar:
+        before = _rendered(progress)
+        bar.on_line("[1/3] Building CUDA object demo.cu.o")
+        after = _rendered(progress)
+    assert "0/?" not in before and "eta" not in before, before
+    assert "last build here 1 min 30 s" in before, before
+    assert "ninja [1/3]" in after, after
+
+
+def _rendered(progress) -> str:
+    from rich.console import Console
+    out = Console(file=io.StringIO(), width=160, color_system=None)
+    out.print(progress.get_renderable())
+    return out.file.getvalue()
+
+
+def test_a_build_starts_with_a_line_naming_its_last_build_here():
+    """A pipe shows no live line: the build of a package starts with one line that says what
+    it does and how long its last build here took."""
+    from rich.console import Console
+
+    from cuforge.core.console import BuildProgress, live_progress
+    pipe = Console(file=io.StringIO(), force_terminal=False, width=200)
+    with BuildProgress("demo", pipe, "building for 12.0", shared=live_progress(pipe),
+                       last=72.4) as bar:
+        bar.announce()
+    with BuildProgress("fresh", pipe, "building", shared=live_progress(pipe)) as bar:
+        bar.announce()
+    assert pipe.file.getvalue().splitlines() == [
+        "demo: building for 12.0; its last build here took 1 min 12 s",
+        "fresh: building; no earlier build of it here"]
 
 
 def test_a_table_in_a_log_has_no_padded_lines(capsys, monkeypatch):

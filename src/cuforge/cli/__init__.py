@@ -14,6 +14,7 @@ import signal
 import sys
 
 from cuforge.cli.parser import CLOSED_PIPE, make_parser
+from cuforge.core import jsonout
 from cuforge.core.console import QUIET, make_console, print_error
 from cuforge.core.errors import CuforgeError
 
@@ -33,6 +34,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.quiet:
         os.environ[QUIET] = "1"   # read by every console made from here on (and children)
+    if getattr(args, "json", False):
+        return _with_json(args)
+    return _run(args)
+
+
+def _run(args, failure: list[BaseException] | None = None) -> int:
+    """The command's exit code; its error printed once, and kept in ``failure`` (--json)."""
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:
@@ -41,11 +49,32 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("CUFORGE_DEBUG"):
             raise
         print_error(err_console, err.label, str(err))
+        if failure is not None:
+            failure.append(err)
         return err.exit_code
     except KeyboardInterrupt as err:   # runner.Interrupted says which command was stopped
+        if failure is not None:
+            failure.append(err)
         err_console.print(f"cuforge: interrupted{f' ({err})' if str(err) else ''}; nothing "
                           "half-written was published", markup=False, highlight=False)
         return 130
+
+
+def _with_json(args) -> int:
+    """``--json``: the command's text goes to stderr, and stdout gets one document, an error
+    included (its object under ``error``; the exit code is the same as without --json)."""
+    with jsonout.capture() as stdout:
+        failure: list[BaseException] = []
+        code = _run(args, failure)
+        if code == CLOSED_PIPE:
+            return code
+        error = jsonout.error_object(failure[0], code) if failure else None
+        try:
+            jsonout.write(stdout, jsonout.document(args.json_command, jsonout.fields(),
+                                                   exit_code=code, error=error))
+        except BrokenPipeError:
+            return _closed_pipe()
+    return code
 
 
 def _closed_pipe() -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cuforge.config.arches import ArchPolicy
 from cuforge.config.inputs import check_jobs
+from cuforge.core import jsonout
 from cuforge.core.console import make_console
 from cuforge.core.errors import BuildError, ConfigError
 
@@ -73,7 +74,7 @@ def cmd_build(args) -> int:
         one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
         cache=parse_spec(args.cache, "--cache") if args.cache else "",
         scheduler=args.scheduler)
-    outcome = build(_project(args), req)
+    outcome = build(_project(args), req, on_report=lambda r: jsonout.update(**r))
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)
         err_console.print(f"[bold red]cuforge: failed:[/] {names}")
@@ -128,7 +129,7 @@ def cmd_shell(args) -> int:
 def cmd_verify(args) -> int:
     from cuforge.verify.command import verify_paths
     return verify_paths(_project(args), _combo(args, arches=_arches(args)), args.paths,
-                        as_json=args.json, arches_given=bool(_arches(args)),
+                        arches_given=bool(_arches(args)),
                         models=args.models, upstream_tests=args.upstream_tests,
                         tests_src=dict(_src_overrides(args.tests_src)),
                         stress=args.stress, sanitize=args.sanitize)

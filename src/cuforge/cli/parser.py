@@ -94,10 +94,12 @@ def make_parser() -> argparse.ArgumentParser:
                         "URL (http://host:8080/simple/, file:///.../simple/) or a directory; "
                         "each is checked as a wheel built here, a refused one is built here")
     _wheelhouse_arg(b)
+    _json_arg(b, "build")
     b.set_defaults(func=cmd_build)
 
     m = sub.add_parser("matrix", parents=[common],
                        help="print every combo and its build plan")
+    _json_arg(m, "matrix")
     m.set_defaults(func=cmd_matrix)
 
     s = sub.add_parser("shell", parents=[common],
@@ -113,7 +115,7 @@ def make_parser() -> argparse.ArgumentParser:
                         "wheelhouse/linux-x86_64/cu130/torch2.14.1-cp311")
     _combo_args(v)
     v.add_argument("--cuda-arch", default=None, help="arches the wheels must cover")
-    v.add_argument("--json", action="store_true", help="machine-readable output")
+    _json_arg(v, "verify")
     v.add_argument("--models", action="store_true",
                    help="also run each stack's miniature model with all the wheels together")
     v.add_argument("--upstream-tests", action="store_true",
@@ -130,6 +132,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help="rate the wheelhouses for this GPU (e.g. 12.1) instead of the local one")
     d.add_argument("--combo", default="", help="judge this combo only (default: the combos with "
                    "an env or a wheelhouse here; the others are information)")
+    _json_arg(d, "doctor")
     d.set_defaults(func=cmd_doctor)
 
     st = sub.add_parser("setup", parents=[common],
@@ -161,6 +164,7 @@ def make_parser() -> argparse.ArgumentParser:
                     help="look only in --find-links (and PIP_FIND_LINKS/UV_FIND_LINKS): offline")
     st.add_argument("--dry-run", action="store_true", help="print what setup would do; change nothing")
     _wheelhouse_arg(st)
+    _json_arg(st, "setup")
     st.set_defaults(func=cmd_setup)
 
     mc = sub.add_parser("mesh-convert", parents=[common],
@@ -291,6 +295,13 @@ def command_positionals(command: str) -> dict[str, CommandOption]:
     """The positional arguments of ``cuforge COMMAND``, by dest."""
     return {a.dest: _described(a, a.dest) for a in _subcommand(command)._actions
             if not a.option_strings}
+
+
+def _json_arg(p: argparse.ArgumentParser, command: str) -> None:
+    p.add_argument("--json", action="store_true",
+                   help="one JSON document on stdout (docs/json.md), the text on stderr; an "
+                        "error too, with the same exit code")
+    p.set_defaults(json_command=command)
 
 
 def _wheelhouse_arg(p: argparse.ArgumentParser) -> None:

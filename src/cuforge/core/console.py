@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID,
-                           TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TaskID,
+                           TextColumn, TimeElapsedColumn)
 from rich.table import Table
 from rich.text import Text
 
@@ -177,11 +177,24 @@ def ninja_step(line: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+class StepsColumn(ProgressColumn):
+    """ninja's ``[n/N]`` and the time left, once ninja has said how many steps there are;
+    before that (a setuptools build between two ninja lines, a CMake configure), how long the
+    last build of the package took here, instead of rich's ``0/? eta -:--:--``."""
+
+    def render(self, task: Task) -> Text:
+        if task.total:
+            left = task.time_remaining
+            return Text(f"ninja [{task.completed:.0f}/{task.total:.0f}]"
+                        + (f" eta {duration(left)}" if left is not None else ""))
+        last = task.fields.get("last")
+        return Text(f"last build here {duration(last)}" if last else "")
+
+
 def live_progress(console: Console) -> Progress:
     """The live display build progress lines go to (one per running package)."""
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
-                    MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-                    TimeRemainingColumn(), console=console, transient=True)
+                    TimeElapsedColumn(), StepsColumn(), console=console, transient=True)
 
 
 # How often a long step says it is still running where no live display shows (a pipe, a CI
@@ -236,14 +249,18 @@ def timed(what: Callable[[], str], *, start: str = "", done: str = "",
 
 
 def progress_lines(progress: Progress) -> list[str]:
-    """What a live display shows, as plain lines: each unfinished task, its time, ninja's n/N."""
+    """What a live display shows, as plain lines: each unfinished task, its time, ninja's
+    ``[n/N]`` (steps of the ninja build it runs) and how long its last build here took."""
     out = []
     for task in progress.tasks:
         if task.finished:
             continue
-        steps = f", {task.completed:.0f}/{task.total:.0f}" if task.total else ""
-        out.append(Text.from_markup(task.description).plain
-                   + f" ({duration(task.elapsed or 0)}{steps})")
+        said = [duration(task.elapsed or 0)]
+        if task.total:
+            said.append(f"ninja [{task.completed:.0f}/{task.total:.0f}]")
+        if task.fields.get("last"):
+            said.append(f"last build here {duration(task.fields['last'])}")
+        out.append(Text.from_markup(task.description).plain + f" ({', '.join(said)})")
     return out
 
 
@@ -268,12 +285,15 @@ class BuildProgress:
     a bar with ``n/N``, elapsed time and an estimate of what is left.
 
     Use as a context manager; hand ``on_line`` to the runner (``runner.listen``) and call
-    ``say`` for phase changes ("trying the prebuilt wheel", "verifying")."""
+    ``say`` for phase changes ("trying the prebuilt wheel", "verifying"). ``last``: seconds
+    the last build of the package took here (the wheelhouse's manifest), shown until ninja
+    gives a count, and said in the line that starts the build."""
 
     package: str
     console: Console
     what: str = "building"
     shared: Progress | None = None   # packages side by side: one live display, a line each
+    last: float | None = None
     _progress: Progress | None = field(default=None, init=False)
     _task: TaskID | None = field(default=None, init=False)
     steps: tuple[int, int] | None = field(default=None, init=False)
@@ -286,8 +306,15 @@ class BuildProgress:
             self._progress = live_progress(self.console)
             self._progress.__enter__()
         # total=None: an indeterminate (pulsing) bar until ninja says how many steps there are
-        self._task = self._progress.add_task(self._label(self.what), total=None)
+        self._task = self._progress.add_task(self._label(self.what), total=None, last=self.last)
         return self
+
+    def announce(self) -> None:
+        """The line that starts a package's build (a pipe shows no live line): what it does
+        and how long its last build here took."""
+        last = (f"; its last build here took {duration(self.last)}" if self.last
+                else "; no earlier build of it here")
+        self.console.print(Text(f"{self.package}: {self.what}{last}"), soft_wrap=True)
 
     def __exit__(self, *exc) -> None:
         assert self._progress is not None

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from cuforge.pipeline import sources
 from cuforge.env import venv
-from cuforge.core.console import QuietPipeConsole
+from cuforge.core.console import QuietPipeConsole, duration
 from cuforge.pipeline.plan import Action, ActionKind, PackagePlan, make_plan, up_to_date
 from cuforge.core.project import Project
 from cuforge.config.recipes import Recipe
 from cuforge.config.request import BuildRequest
+from cuforge.publish.wheelhouse import Wheelhouse
 
 
-def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
+def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> dict:
     """Print the plan a build of ``order`` would run; build nothing, write nothing. The env is
     read as the build would find it (``venv.inspect``), so the wheel dir and keys printed are
-    the build's; a venv not created yet is predicted (``venv.predicted``)."""
+    the build's; a venv not created yet is predicted (``venv.predicted``). Returns the plan as
+    data (``build --dry-run --json``)."""
     combo, target = req.combo, req.target
     out = QuietPipeConsole(highlight=False, soft_wrap=True)
     out.print(f"# dry run: combo {combo.id}, torch {combo.torch}, CUDA {combo.accel.cuda}, "
@@ -44,27 +46,56 @@ def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> None:
            if plan.pooled else "each within its share")
     out.print(f"# jobs budget {plan.jobs}: packages at the same depth build side by side, {how}")
     current = _up_to_date(plan, req)
+    house = Wheelhouse(plan.wheel_dir)
+    rows = []
     for pkg in plan.packages:
+        last = house.last_build(pkg.name)
         lines = (up_to_date_lines(pkg, current[pkg.name]) if pkg.name in current
-                 else package_lines(project, pkg))
+                 else package_lines(project, pkg, last))
         for line in lines:
             out.print(line, markup=False)
+        rows.append(package_row(pkg, pkg.name in current, last))
     if len(current) == len(plan.packages):
         out.print(f"\n# every wheel is up to date in {plan.wheel_dir}: the build would build "
                   "nothing (--rebuild builds them again)")
     else:
         out.print(f"\n# then: publish each verified wheel into {plan.wheel_dir}")
+    return {"dry_run": True, "combo": combo.id, "torch": combo.torch,
+            "cuda": str(combo.accel.cuda), "arches": combo.arches.torch(),
+            "wheel_dir": str(plan.wheel_dir), "jobs": plan.jobs, "packages": rows}
 
 
 def _up_to_date(plan, req: BuildRequest) -> dict:
     """The wheelhouse entries the build would keep as they are (same key, wheel intact),
     as the build itself decides (plan.up_to_date); none with --rebuild."""
-    from cuforge.publish.wheelhouse import Wheelhouse
     if req.rebuild:
         return {}
     house = Wheelhouse(plan.wheel_dir)
     found = {pkg.name: up_to_date(house, pkg) for pkg in plan.packages}
     return {name: entry for name, entry in found.items() if entry is not None}
+
+
+def package_row(pkg: PackagePlan, current: bool, last) -> dict:
+    """One package of the plan as data (``build --dry-run --json``, docs/json.md)."""
+    return {"name": pkg.name, "kind": str(pkg.recipe.kind), "key": pkg.key, "jobs": pkg.jobs,
+            "arches": pkg.archs.torch(), "up_to_date": current, "skip": pkg.skip or None,
+            "last_build_seconds": last.build_seconds if last else None,
+            "commands": [] if current or pkg.skip else [
+                {"description": s.description, "cwd": str(s.cwd) if s.cwd else None,
+                 "env": dict(s.env), "argv": list(s.argv)} for s in pkg.commands()]}
+
+
+def last_build_line(last) -> str:
+    """How long the last build of the package took here, from the wheelhouse's manifest.
+
+    >>> from cuforge.publish.wheelhouse import Entry
+    >>> last = Entry("demo", "compiled", build_seconds=72.4, time="2026-12-05T10:00:00+00:00")
+    >>> last_build_line(last)
+    '# last build here: 1 min 12 s (2026-12-05T10:00:00+00:00)'
+    """
+    if last is None:
+        return "# last build here: none recorded in this wheelhouse"
+    return f"# last build here: {duration(last.build_seconds)} ({last.time})"
 
 
 def up_to_date_lines(pkg: PackagePlan, entry) -> list[str]:
@@ -73,10 +104,13 @@ def up_to_date_lines(pkg: PackagePlan, entry) -> list[str]:
             "and runs nothing for it (--rebuild builds it again)"]
 
 
-def package_lines(project: Project, pkg: PackagePlan) -> list[str]:
-    """One package of the plan as text: comments, then the commands in order."""
+def package_lines(project: Project, pkg: PackagePlan, last=None) -> list[str]:
+    """One package of the plan as text: comments, then the commands in order; ``last``: the
+    manifest entry of its last build here (how long it took)."""
     lines = [f"\n# ---- {pkg.name} ({pkg.recipe.kind}, {pkg.jobs} jobs) ----",
              f"# key {pkg.key}"]
+    if not pkg.skip:
+        lines.append(last_build_line(last))
     if pkg.jobs_note:
         lines.append(f"# {pkg.jobs_note}")
     if pkg.skip:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -51,7 +51,11 @@ class BuildOutcome:
         return [e for e in self.entries if e.status is Status.FAILED]
 
 
-def build(project: Project, req: BuildRequest) -> BuildOutcome:
+def build(project: Project, req: BuildRequest,
+          on_report: Callable[[dict], None] | None = None) -> BuildOutcome:
+    """Build (or, with ``dry_run``, print the plan of) ``req``. ``on_report`` gets the build as
+    data when it ends, also when a failure stopped it (``--json``: docs/json.md)."""
+    report = on_report or (lambda _: None)
     # decided once (dry runs too: no cross-platform plan unless emulation was asked for)
     if req.target is None:
         req = replace(req, target=resolve(project, req.combo))
@@ -60,7 +64,7 @@ def build(project: Project, req: BuildRequest) -> BuildOutcome:
     check_build(project, req)   # what the dry run refuses too, before anything is written
     if req.dry_run:
         from cuforge.pipeline.dryrun import dry_run
-        dry_run(project, req, order)
+        report(dry_run(project, req, order))
         return BuildOutcome()
     log_dir = project.state_dir / "logs" / req.combo.env_id
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -85,25 +89,27 @@ def build(project: Project, req: BuildRequest) -> BuildOutcome:
             from cuforge.pipeline.upstream_stage import upstream_stage
             upstream_stage(project, env, build_plan.wheel_dir, outcome.entries,
                            {r.name: r for r in order}, dict(req.src_overrides), console)
-        if req.stress or req.sanitize:
-            _stress(project, req, env, build_plan.wheel_dir, outcome.entries, order)
+        if req.stress:
+            _stress(project, env, build_plan.wheel_dir, outcome.entries, order)
+        if req.sanitize:
+            _stress(project, env, build_plan.wheel_dir, outcome.entries, order, sanitize=True)
     except CuforgeError:   # a failed package stopped the build: the summary still counts
         console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
+        report(build_report(executor, log_dir, time.monotonic() - t0))
         raise
     console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
+    report(build_report(executor, log_dir, time.monotonic() - t0))
     return outcome
 
 
-def _stress(project: Project, req: BuildRequest, env, wheel_dir: Path, entries, order) -> None:
-    """The stress stage (full with --stress, short under memcheck with --sanitize; both when
-    both are asked); a failed stress fails the build as a failed check does (exit 7)."""
+def _stress(project: Project, env, wheel_dir: Path, entries, order, *,
+            sanitize: bool = False) -> None:
+    """The stress stage (``--stress``; ``--sanitize``: short, under memcheck); a failed stress
+    fails the build as a failed check does (exit 7)."""
     from cuforge.core.errors import VerifyError
     from cuforge.pipeline.stress_stage import stress_stage
-    recipes = {r.name: r for r in order}
-    results = [*(stress_stage(project, env, wheel_dir, entries, recipes, console)
-                 if req.stress else []),
-               *(stress_stage(project, env, wheel_dir, entries, recipes, console, sanitize=True)
-                 if req.sanitize else [])]
+    results = stress_stage(project, env, wheel_dir, entries, {r.name: r for r in order},
+                           console, sanitize=sanitize)
     failed = [r for r in results if r.status == "fail"]
     if failed:
         raise VerifyError(f"{len(failed)} stress run(s) failed: "
@@ -113,14 +119,35 @@ def _stress(project: Project, req: BuildRequest, env, wheel_dir: Path, entries, 
                           "ConvAlgo.Native)")
 
 
+def _result(executor: Executor, name: str) -> str:
+    """What the build did to one package, in the summary's words."""
+    entry = executor.results.get(name)
+    return ("not started" if entry is None else "up to date" if name in executor.current
+            else "failed" if entry.status is Status.FAILED else str(entry.status))
+
+
+def build_report(executor: Executor, log_dir: Path, seconds: float) -> dict:
+    """The build as data (``build --json``, docs/json.md): one row per package of the plan."""
+    rows = []
+    for pkg in executor.plan.packages:
+        e = executor.results.get(pkg.name) or Entry(pkg.name, Status.SKIPPED)
+        rows.append({"name": pkg.name, "result": _result(executor, pkg.name),
+                     "version": e.version or None,
+                     "wheel": str(executor.plan.wheel_dir / e.wheel) if e.wheel else None,
+                     "seconds": e.build_seconds or None, "arches": pkg.archs.torch(),
+                     "embedded": e.arches_embedded, "checks": e.checks,
+                     "reason": e.reason or None, "log": e.log or None})
+    return {"dry_run": False, "combo": executor.plan.combo.id, "torch": executor.plan.combo.torch,
+            "wheel_dir": str(executor.plan.wheel_dir), "log_dir": str(log_dir),
+            "seconds": round(seconds, 1), "packages": rows}
+
+
 def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:
     """The build's last line: what it did to each package, where the wheels and the logs are,
     how long it took."""
     counts: dict[str, int] = {}
     for pkg in executor.plan.packages:
-        entry = executor.results.get(pkg.name)
-        what = ("not started" if entry is None else "up to date" if pkg.name in executor.current
-                else "failed" if entry.status is Status.FAILED else str(entry.status))
+        what = _result(executor, pkg.name)
         counts[what] = counts.get(what, 0) + 1
     order = ("compiled", "prebuilt", "up to date", "failed", "skipped", "not started")
     said = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "nothing to build"
@@ -163,6 +190,11 @@ class Executor(WheelSources, Gate, ActionHandlers):
         return (f"{self.plan.combo.id}: {len(results)} of {len(self.plan.packages)} packages "
                 f"done ({duration(time.monotonic() - self.started)})")
 
+    def _beat(self, progress, results: dict[str, Entry]) -> list[str]:
+        """The heartbeat's lines: each running package's, with how many packages are done."""
+        count = f"; {len(results)}/{len(self.plan.packages)} packages done"
+        return [line + count for line in progress_lines(progress)] or [self._between(results)]
+
     def run(self) -> BuildOutcome:
         outcome = BuildOutcome()
         results: dict[str, Entry] = {}
@@ -174,7 +206,7 @@ class Executor(WheelSources, Gate, ActionHandlers):
         # the runner's session innermost: an interrupt stops the commands before the pool
         # waits for the threads that run them
         with live_progress(console) as progress, \
-                heartbeat(console, lambda: progress_lines(progress) or [self._between(results)]), \
+                heartbeat(console, lambda: self._beat(progress, results)), \
                 ThreadPoolExecutor(max(1, self.plan.jobs)) as pool, runner.session(), \
                 self._check_host():
             self.progress = progress

@@ -60,9 +60,13 @@ class Gate:
         if pkg.jobs_note:
             runner.note(log, pkg.jobs_note)
         started = time.monotonic()
+        last = self.house.last_build(pkg.name)   # read before this build adds its own line
         try:
             with BuildProgress(pkg.name, console, f"building for {pkg.archs} (log: {log})",
-                               shared=self.progress) as progress, listen(progress.on_line):
+                               shared=self.progress,
+                               last=last.build_seconds if last else None) as progress, \
+                    listen(progress.on_line):
+                progress.announce()
                 made = self._wheel_for(pkg, log, progress.say)
         except CuforgeError as err:
             if runner.stopping():   # a command stopped by the interrupt: no verdict to record

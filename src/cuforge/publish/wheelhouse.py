@@ -200,6 +200,12 @@ class Wheelhouse:
             latest[e.package] = e
         return latest
 
+    def last_build(self, package: str) -> Entry | None:
+        """The newest entry of ``package`` compiled into this wheelhouse: its ``build_seconds``
+        is how long the last build of it took here (the dry run and the progress say it)."""
+        return next((e for e in reversed(self.entries()) if e.package == package
+                     and e.status is Status.COMPILED and e.build_seconds > 0), None)
+
     def intact(self, entry: Entry) -> bool:
         """The entry's wheel is here with the bytes its line records."""
         wheel = self.dir / entry.wheel

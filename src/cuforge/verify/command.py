@@ -11,6 +11,7 @@ from rich.text import Text
 from cuforge.env import venv
 from cuforge.publish import wheelmeta
 from cuforge.config.combos import Combo
+from cuforge.core import jsonout
 from cuforge.core.console import duration, make_console, plural, timed
 from cuforge.core.errors import ConfigError, VerifyError
 from cuforge.verify.checks import smoke_script
@@ -93,12 +94,12 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
     return out
 
 
-def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: bool,
-                 arches_given: bool, models: bool = False, upstream_tests: bool = False,
+def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_given: bool,
+                 models: bool = False, upstream_tests: bool = False,
                  tests_src: dict[str, Path] | None = None, stress: bool = False,
                  sanitize: bool = False) -> int:
     from cuforge.publish.index import has_index, verify_index
-    from cuforge.verify import context_from, host, render_table, reports_to_json, verify_wheel
+    from cuforge.verify import context_from, host, render_table, verify_wheel
     from cuforge.verify.wheel import package_name
     for path in paths:   # first: reading bytes, no env; a stale index fails what installs from it
         if path.is_dir() and has_index(path):
@@ -114,7 +115,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                             run_env=env.target.step_env()) if upstream_tests else None)
     stages = _stress_stages(project, env, stress=stress, sanitize=sanitize)
     started, now = time.monotonic(), {"wheel": ""}
-    beat = timed(lambda: f"verify: {now['wheel']}, {len(reports) + 1} of {len(wheels)}")
+    beat = timed(lambda: f"verify: {now['wheel']}, wheel {len(reports) + 1} of {len(wheels)}")
     hosted = host.serving(env.python, env.target.step_env(), enabled=not env.target.emulated)
     with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat, hosted:
         for wheel in wheels:
@@ -152,13 +153,12 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     verified_wheels = len(reports)   # the model rows below are not wheels
     if models:
         reports += model_reports(project, env, collect_wheels(paths, project.wheelhouse))
-    if as_json:
-        print(reports_to_json(reports))
-    else:
-        make_console().print(render_table(reports))
     failed = [r.package for r in reports if not r.ok]
-    # the last line: on stderr with --json, whose stdout is one JSON document
-    make_console(stderr=as_json).print(Text(
+    # --json: the reports go into the command's document (docs/json.md), the table to stderr
+    jsonout.update(wheels=[r.to_dict() for r in reports], verified_wheels=verified_wheels,
+                   failed=failed)
+    make_console().print(render_table(reports))
+    make_console().print(Text(
         f"verified {plural(verified_wheels, 'wheel')}"
         + (f" and {plural(len(reports) - verified_wheels, 'model row')}"
            if len(reports) > verified_wheels else "")

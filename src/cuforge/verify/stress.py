@@ -4,11 +4,8 @@ the same workload, short, under compute-sanitizer (``--sanitize``).
 One smoke run cannot see a fault that strikes once in thousands of calls (the DGX Spark
 report's spconv crash). A stress script repeats the package's GPU path with every result
 checked and prints, per section, calls and failures; it follows the smoke protocol (exit 0
-pass, 77 skipped, anything else fail; the last line says why). How many calls find a fault of
-a given per-call rate is ``calls_for``:
-
->>> calls_for(1e-4, 0.95)
-29956
+pass, 77 skipped, anything else fail; the last line says why). n calls see a fault of per-call
+rate p with probability 1 - (1 - p)^n: 29,956 calls for p = 1e-4 at 95 % (smoke/stress_spconv.py).
 
 Under ``--sanitize`` the script's ``short_args`` run under ``compute-sanitizer --tool memcheck``
 (PyPI's ``nvidia-cuda-sanitizer-api`` holds it: no system CUDA needed); the check passes only
@@ -24,7 +21,6 @@ True
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
@@ -45,12 +41,6 @@ SANITIZER_FIX = ("pip install 'nvidia-cuda-sanitizer-api==13.0.*' into the combo
                  "holds nvidia/cu13/bin/compute-sanitizer), or set CUFORGE_COMPUTE_SANITIZER "
                  "to the binary")
 _SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
-
-
-def calls_for(rate: float, confidence: float) -> int:
-    """Independent calls needed to see at least one fault of per-call ``rate`` with
-    probability ``confidence``: the smallest n with 1 - (1 - rate)^n >= confidence."""
-    return math.ceil(math.log(1 - confidence) / math.log(1 - rate))
 
 
 def sanitizer_errors(output: str) -> int | None:

@@ -25,6 +25,7 @@ from cuforge.workstation import gpu
 from cuforge.config import platforms
 from cuforge.config.arches import Arch, parse_target
 from cuforge.config.combos import Combo, load_combos, select_combo
+from cuforge.core import jsonout
 from cuforge.core.console import make_console, plural, table, timed
 from cuforge.core.errors import ConfigError, CuforgeError
 from cuforge.core.project import Project
@@ -143,9 +144,12 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
     out.print(t)
     judged_houses = {c.wheel_dir(project.wheelhouse) for c in judged}
     cannot_run: list[str] = []
+    houses: list[dict] = []
     for house in wheelhouses(project.wheelhouse):
-        shown, none = _wheelhouse_table(house, project.wheelhouse, device, left_out)
+        rated: list[dict] = []
+        shown, none = _wheelhouse_table(house, project.wheelhouse, device, left_out, rated)
         out.print(shown)
+        houses.append({"path": str(house), "judged": house in judged_houses, "packages": rated})
         if house in judged_houses:
             cannot_run += none
     if cannot_run and device is not None:
@@ -161,6 +165,9 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
                    if judged else "judged: no combo has an env or a wheelhouse here yet "
                    "(--combo NAME judges one); the other combos are information"))
     problems = sum(status in ("missing", "old") for _, status, _ in rows) + len(cannot_run)
+    jsonout.update(device=device[1] if device else None, judged=[c.id for c in judged],
+                   checks=[{"check": c, "status": st, "detail": d} for c, st, d in rows],
+                   wheelhouses=houses, cannot_run=cannot_run, problems=problems)
     return 0 if problems == 0 else 3
 
 
@@ -314,31 +321,35 @@ def _headers(project: Project, in_use: set[str],
 
 
 def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None,
-                      left_out: dict[str, str] | None = None):
-    """The table of ``house`` rated for ``device``, and the packages it cannot run."""
+                      left_out: dict[str, str] | None = None, rated: list | None = None):
+    """The table of ``house`` rated for ``device``, and the packages it cannot run; each row
+    is also appended to ``rated`` as data (``doctor --json``)."""
     where = house.relative_to(root) if house.is_relative_to(root) else house
     title = f"wheelhouse {where}: " + (f"on {device[1]}" if device else
                                        "no GPU here (--gpu-arch X.Y rates it for another one)")
     t = table("package", "runs", "detail", title=title, wide=["detail"])
     none: list[str] = []
+
+    def row(package: str, runs: str, detail: str, style: str) -> None:
+        t.add_row(Text(package), Text(runs, style=style), Text(detail))
+        if rated is not None:
+            rated.append({"package": package, "runs": runs, "detail": detail})
+
     for entry in Wheelhouse(house).latest().values():
         wheel = house / entry.wheel if entry.wheel else None
         if wheel is None or not wheel.is_file():
             optional = entry.package in (left_out or {})
-            t.add_row(Text(entry.package), Text("left out" if optional else entry.status,
-                                                style="yellow"),
-                      Text((left_out or {}).get(entry.package) or entry.reason or "no wheel"))
+            row(entry.package, "left out" if optional else str(entry.status),
+                (left_out or {}).get(entry.package) or entry.reason or "no wheel", "yellow")
             continue
         if device is None:
             emb = entry.arches_embedded
-            t.add_row(Text(entry.package), Text("?", style=_STYLE["?"]),
-                      Text(f"SASS {' '.join(emb.get('sass', [])) or '-'}; "
-                           f"PTX {' '.join(emb.get('ptx', [])) or '-'}"))
+            row(entry.package, "?", f"SASS {' '.join(emb.get('sass', [])) or '-'}; "
+                f"PTX {' '.join(emb.get('ptx', [])) or '-'}", _STYLE["?"])
             continue
-        rated = wheel_runs_on(wheel, device[0])
-        t.add_row(Text(entry.package), Text(rated.runs, style=_STYLE[rated.runs]),
-                  Text(rated.detail))
-        if rated.runs == "none":
+        runs_on = wheel_runs_on(wheel, device[0])
+        row(entry.package, runs_on.runs, runs_on.detail, _STYLE[runs_on.runs])
+        if runs_on.runs == "none":
             none.append(entry.package)
     return t, none
 

@@ -31,6 +31,7 @@ from rich.text import Text
 from cuforge.config.inputs import check_setup
 from cuforge.config.stacks import Stack, env_file_text, load_stack
 from cuforge.config.target import resolve
+from cuforge.core import jsonout
 from cuforge.core.console import duration, heartbeat, make_console
 from cuforge.core.errors import BuildError, ConfigError, VerifyError
 from cuforge.core.project import Project
@@ -56,6 +57,8 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     if req.no_build:
         installable(p)   # a required wheel missing: say so before the venv is made
     if req.dry_run:   # the plan on stdout, as build --dry-run prints its plan
+        jsonout.update(**_common_report(req, p), dry_run=True, to_build=list(p.to_build),
+                       missing=list(p.missing), venv_exists=(req.venv / "pyvenv.cfg").exists())
         print_setup(project, req, p, console or make_console())
         return 0
     now = {"step": ""}   # what the heartbeat names where no terminal shows progress
@@ -114,10 +117,24 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         out.print(Text(f"not installed (see above): {', '.join(m.requirement.spec for m in missing)}"
                        + ("; the model stage passed without them" if ok else ""),
                        style="yellow"))
+    jsonout.update(**_common_report(req, p), dry_run=False, model_stage_ok=ok,
+                   not_installed=[m.requirement.spec for m in missing],
+                   phases={k: round(v, 1) for k, v in spent.seconds.items()},
+                   seconds=round(time.monotonic() - started, 1),
+                   activate=str(req.venv / "bin" / "activate"))
     out.print(Text(f"{'done' if ok else 'model stage FAILED'} in "
                    f"{duration(time.monotonic() - started)}: source "
                    f"{req.venv / 'bin' / 'activate'}", style="bold"), soft_wrap=True)
     return 0 if ok else VerifyError.exit_code
+
+
+def _common_report(req: SetupRequest, p: Setup) -> dict:
+    """What ``setup --json`` says with and without --dry-run (docs/json.md)."""
+    return {"stack": p.stack.name, "combo": p.combo.id, "torch": p.combo.torch,
+            "arches": p.combo.arches.torch(), "checkout": str(req.checkout),
+            "venv": str(req.venv), "wheelhouse": str(p.house.dir),
+            "wheels": [r.name for r in p.recipes], "required": sorted(p.required),
+            "env_file": str(env_file(req.venv, p.stack.name))}
 
 
 def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
@@ -217,12 +234,14 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
     from cuforge.config.request import BuildRequest
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
                    f"{', '.join(p.missing) or 'none'})"))
-    # keep going: an optional package's failure must not stop the others
+    # keep going: an optional package's failure must not stop the others; --json: the
+    # build's report goes under "build"
     outcome = build(project, BuildRequest(combo=p.combo, target=p.target,
                                           packages=p.to_build, jobs=req.jobs,
                                           rebuild=req.rebuild, keep_going=True,
                                           src_overrides=req.src_overrides,
-                                          team_wheels=req.team_wheels))
+                                          team_wheels=req.team_wheels),
+                    on_report=lambda r: jsonout.update(build=r))
     needed = [e.package for e in outcome.failed if e.package in p.required]
     if needed:
         raise BuildError(f"the {p.stack.name} stack needs {', '.join(needed)}, which failed to "
