@@ -28,7 +28,9 @@ from packaging.utils import canonicalize_name
 from rich.console import Console
 from rich.text import Text
 
+from cuforge.config.checkout import UserCheckout, pinned_hint
 from cuforge.config.inputs import check_setup
+from cuforge.config.recipes import Recipe
 from cuforge.config.stacks import Stack, env_file_text, load_stack
 from cuforge.config.target import resolve
 from cuforge.core.console import duration, heartbeat, make_console
@@ -36,6 +38,7 @@ from cuforge.core.errors import BuildError, ConfigError, VerifyError
 from cuforge.core.project import Project
 from cuforge.env.checkoutreqs import CheckoutRequirement, RequirementsOutcome, constraints
 from cuforge.workstation.activation import env_file, write_env
+from cuforge.workstation.checkout_build import drifts, require_patches_apply, source_lines
 from cuforge.workstation.decision import (Setup, SetupRequest, checkout_requirements, decide,
                                           installable, name_version, usable)
 from cuforge.workstation.installs import (dist_version, install_checkout_requirements,
@@ -55,6 +58,9 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         p = decide(project, req, target)
     if req.no_build:
         installable(p)   # a required wheel missing: say so before the venv is made
+    elif p.checkout is not None and not req.dry_run:   # before any compiler runs
+        require_patches_apply(drifts(project, _own(req, p), p.checkout), p.required,
+                              p.stack.name)
     if req.dry_run:   # the plan on stdout, as build --dry-run prints its plan
         print_setup(project, req, p, console or make_console())
         return 0
@@ -132,6 +138,7 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
                        f"{', '.join(p.missing) or 'none'}"
                        + (f"; the team's wheels from {req.team_wheels} first, each checked "
                           "as a wheel built here" if req.team_wheels else "")))
+        _print_sources(project, req, p, out)
     out.print(Text(f"2. venv {req.venv}: {'reuse' if (req.venv / 'pyvenv.cfg').exists() else 'create'}"
                    f"; torch {p.combo.torch} "
                    + (f"from {p.combo.interpreter} (.pth)" if p.combo.interpreter else "via uv")))
@@ -147,6 +154,29 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
     out.print(Text(f"6. model stage: import {', '.join(names)} together, then "
                    + (f"{p.stack.checkout_model} {req.checkout}" if p.stack.checkout_model
                       else "no model check")))
+
+
+def _print_sources(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
+    """Step 1's sources: the checkout's own folders, else the recipe's pin, per package; and
+    each recipe patch set that does not apply to the checkout's copy."""
+    if not p.stack.repo:
+        return
+    mine = UserCheckout(p.stack.repo, req.checkout)
+    out.print(Text("   sources (a copy is built and patched; your checkout is not written):"))
+    for line in source_lines(p.recipes, mine, pinned=req.pinned,
+                             overrides=dict(req.src_overrides)):
+        out.print(Text(f"     {line}"), soft_wrap=True)
+    if p.checkout is not None:
+        for drift in drifts(project, _own(req, p), p.checkout):
+            out.print(Text(f"     {drift.text()}\n       fix: "
+                           f"{pinned_hint(drift.patch_set, p.stack.name)}", style="yellow"),
+                      soft_wrap=True)
+
+
+def _own(req: SetupRequest, p: Setup) -> tuple[Recipe, ...]:
+    """The stack's recipes that setup may build from the checkout (not those given --src)."""
+    given = {name for name, _ in req.src_overrides}
+    return tuple(r for r in p.recipes if r.name not in given)
 
 
 def _print_requirements(req: SetupRequest, p: Setup, out: Console) -> None:
@@ -222,6 +252,7 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
                                           packages=p.to_build, jobs=req.jobs,
                                           rebuild=req.rebuild, keep_going=True,
                                           src_overrides=req.src_overrides,
+                                          checkout=p.checkout,
                                           team_wheels=req.team_wheels))
     needed = [e.package for e in outcome.failed if e.package in p.required]
     if needed:
