@@ -247,6 +247,7 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
     from cuforge.config.request import BuildRequest
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
                    f"{', '.join(p.missing) or 'none'})"))
+    _print_sources(project, req, p, out)
     # keep going: an optional package's failure must not stop the others
     outcome = build(project, BuildRequest(combo=p.combo, target=p.target,
                                           packages=p.to_build, jobs=req.jobs,
