@@ -154,28 +154,46 @@ def test_pointcept_libs_come_from_the_checkout(tmp_path):
 
 def test_a_patch_that_does_not_apply_names_file_patch_and_pinned(tmp_path):
     """simple-knn's patch set inserts <cfloat> after <cooperative_groups/reduce.h>; a checkout
-    whose copy no longer has that line: the dry run says so, and setup refuses before any
-    build, venv or patch (exit 5), leaving the user's tree as it was."""
+    whose copy no longer has that line: setup refuses before any build, venv or patch (exit
+    5), naming the file, the patch and --pinned, and its dry run says the same; the user's
+    tree stays as it was. With --pinned the plan goes on."""
     checkout = milo(tmp_path)
     knn = checkout / "submodules" / "simple-knn" / "simple_knn.cu"
     knn.write_text(knn.read_text().replace("#include <cooperative_groups/reduce.h>\n", ""))
     before = tree_hash(checkout)
 
-    dry = setup(tmp_path, "milo", "--checkout", str(checkout), "--dry-run")
-    assert dry.returncode == 0, dry.stderr
-    lines = dry.stdout.splitlines()
-    at = next(i for i, x in enumerate(lines) if "does not apply" in x)
-    assert "simple-knn: patches/simple-knn" in lines[at]
-    assert "simple_knn.cu [cfloat-include]" in lines[at]
-    assert "fix:" in lines[at + 1] and "cuforge setup milo --pinned" in lines[at + 1]
-
-    run = setup(tmp_path, "milo", "--checkout", str(checkout), "--venv", str(tmp_path / "venv"))
-    assert run.returncode == PatchError.exit_code, run.stderr
-    assert "simple_knn.cu [cfloat-include]" in run.stderr
-    assert "cuforge setup milo --pinned" in run.stderr
-    assert "Traceback" not in run.stderr
+    runs = [setup(tmp_path, "milo", "--checkout", str(checkout), "--venv",
+                  str(tmp_path / "venv"), *dry) for dry in (["--dry-run"], [])]
+    for run in runs:
+        assert run.returncode == PatchError.exit_code, run.stderr
+        assert not run.stdout and "Traceback" not in run.stderr
+        first, *rest = run.stderr.splitlines()
+        assert first.startswith("cuforge: patch error: simple-knn: patches/simple-knn does not "
+                                "apply to your checkout's copy: simple_knn.cu [cfloat-include]")
+        assert any(x.startswith("  fix: ") and "cuforge setup milo --pinned" in x for x in rest)
+    assert runs[0].stderr == runs[1].stderr
     assert not (tmp_path / "venv").exists() and not (tmp_path / "wh").exists()
+    assert not (tmp_path / "state").exists()
     assert tree_hash(checkout) == before
 
     pinned = setup(tmp_path, "milo", "--checkout", str(checkout), "--dry-run", "--pinned")
     assert pinned.returncode == 0 and "does not apply" not in pinned.stdout
+
+
+def test_an_optional_package_whose_patch_does_not_apply_is_said_not_refused(tmp_path):
+    """tetra-triangulation and the _gof rasterizer are optional: a drift there is one line in
+    the plan (the build reports that package failed, not fatal), and the rest goes on."""
+    checkout = milo(tmp_path)
+    gof = checkout / "submodules" / "diff-gaussian-rasterization_gof"
+    patch_set = (ROOT / "patches" / "diff-gaussian-rasterization_gof" / "patch.toml").read_text()
+    target = re.search(r'^file = "([^"]+)"', patch_set, re.M)[1]
+    assert (gof / target).is_file()
+    (gof / target).write_text("// the user's own rewrite\n")
+    run = setup(tmp_path, "milo", "--checkout", str(checkout), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    at = next(i for i, x in enumerate(lines) if "does not apply" in x)
+    assert lines[at].strip().startswith("diff-gaussian-rasterization_gof: patches/"
+                                        "diff-gaussian-rasterization_gof does not apply")
+    assert f"{target} [" in lines[at]
+    assert "fix:" in lines[at + 1] and "cuforge setup milo --pinned" in lines[at + 1]

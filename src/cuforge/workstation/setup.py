@@ -58,7 +58,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         p = decide(project, req, target)
     if req.no_build:
         installable(p)   # a required wheel missing: say so before the venv is made
-    elif p.checkout is not None and not req.dry_run:   # before any compiler runs
+    elif p.checkout is not None:   # before any compiler runs; the dry run refuses it too
         require_patches_apply(drifts(project, _own(req, p), p.checkout), p.required,
                               p.stack.name)
     if req.dry_run:   # the plan on stdout, as build --dry-run prints its plan
