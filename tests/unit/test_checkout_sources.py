@@ -9,16 +9,20 @@ from __future__ import annotations
 import doctest
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from test_buildplan import _setup
 
 import cuforge.config.checkout
 from cuforge.config.checkout import UserCheckout, checkout_sources, repo_id, with_checkout
-from cuforge.config.recipes import build_order, load_recipes
+from cuforge.config.recipes import Recipe, Source, build_order, load_recipes
 from cuforge.config.request import BuildRequest
 from cuforge.config.stacks import load_stack
-from cuforge.core.project import find_project
-from cuforge.pipeline.plan import ActionKind, make_plan
+from cuforge.core.errors import PatchError
+from cuforge.core.project import Project, find_project
+from cuforge.pipeline.actions import ActionHandlers
+from cuforge.pipeline.plan import Action, ActionKind, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 MILO = ROOT / "tests" / "fixtures" / "upstream" / "milo"
@@ -113,3 +117,31 @@ def test_pinned_is_the_plan_of_the_recipe_as_it_is(tmp_path):
     assert "https://example.org/up/Repo.git@" + "3" * 40 + ":sub/b" in fetch.what
     assert pinned.src == pinned.work / "src" / "sub" / "b"
     assert pinned.key != mine_plan.key
+
+
+def test_a_build_whose_patch_does_not_apply_to_the_checkouts_copy_names_pinned(tmp_path):
+    """The build's own patch step (an optional package setup did not refuse): the engine's
+    drift message, with the package's folder of the checkout and --pinned as the fix; a
+    pinned source keeps the engine's own words."""
+    (tmp_path / "patches" / "b").mkdir(parents=True)
+    (tmp_path / "patches" / "b" / "patch.toml").write_text(
+        '[set]\nname = "b"\n[[patch]]\nid = "guard"\nkind = "replace_text"\nfile = "k.cu"\n'
+        'find = "upstream line"\nreplace = "upstream line // cuforge: fixed"\nwhy = "a fixture"\n')
+    tree = tmp_path / "work" / "src"
+    tree.mkdir(parents=True)
+    (tree / "k.cu").write_text("the user's own line\n")
+    handlers = SimpleNamespace(project=Project(tmp_path))
+    action = Action(ActionKind.PATCH, "apply patch set patches/b", arg="b", path=tree)
+
+    def patch(source: Source) -> str:
+        pkg = SimpleNamespace(name="b", recipe=Recipe("b", "setuptools", source))
+        with pytest.raises(PatchError) as err:
+            ActionHandlers._patch(handlers, pkg, action, tmp_path / "log")
+        return str(err.value)
+
+    mine = patch(Source(path=str(tmp_path / "Repo" / "sub" / "b"), checkout="sub/b"))
+    assert mine.startswith("b from your checkout (sub/b): patch set 'b' does not match")
+    assert "k.cu [guard]" in mine and "`cuforge setup STACK --pinned ...`" in mine
+    pinned = patch(Source(git="https://example.org/up/Repo.git", commit="3" * 40))
+    assert "k.cu [guard]" in pinned and "--pinned" not in pinned
+    assert (tree / "k.cu").read_text() == "the user's own line\n"

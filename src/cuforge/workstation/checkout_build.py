@@ -22,11 +22,12 @@ class Drift:
     """A recipe's patch set that does not apply to the checkout's copy of its package."""
 
     package: str
+    label: str           # the package, and the extra source's variable if it is one
     patch_set: str
     where: list[str]     # per patch: "file [patch id]: what differs"
 
     def text(self) -> str:
-        return (f"{self.package}: patches/{self.patch_set} does not apply to your checkout's "
+        return (f"{self.label}: patches/{self.patch_set} does not apply to your checkout's "
                 f"copy: " + "; ".join(self.where))
 
 
@@ -85,14 +86,14 @@ def drifts(project: Project, recipes: tuple[Recipe, ...], checkout: UserCheckout
             where = [f"{r.file} [{r.patch_id}]: {r.detail}" for r in results
                      if r.status is patching.PatchStatus.DRIFTED]
             if where:
-                found.append(Drift(s.label, name, where))
+                found.append(Drift(s.package, s.label, name, where))
     return found
 
 
 def require_patches_apply(found: list[Drift], required: frozenset[str], stack: str) -> None:
     """Refuse, before anything is built, a required package whose recipe patches do not apply
     to the checkout's copy (an optional one fails in its build, with the same words)."""
-    fatal = [d for d in found if d.package.split(" ")[0] in required]
+    fatal = [d for d in found if d.package in required]
     if fatal:
         raise PatchError("\n".join(d.text() for d in fatal) + "\nnothing was built or written",
                          hint=pinned_hint(fatal[0].patch_set, stack))
