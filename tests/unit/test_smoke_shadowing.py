@@ -17,6 +17,7 @@ import pytest
 
 from cuforge.core.project import find_project
 from cuforge.config.recipes import SMOKE_PREFIX, load_recipes
+from cuforge.config.stress import STRESS_PREFIX
 from cuforge.verify.smoke import run_smoke
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,8 +99,9 @@ def test_no_name_in_smoke_can_shadow_a_package():
         assert name not in ours, f"{path} has the name of a package that smoke tests import"
         assert importlib.util.find_spec(name) is None, f"{path} shadows the installed {name!r}"
         if path.parent == SMOKE and path.is_file():
-            # recipe scripts are check_<recipe>.py, shared helpers _<name>.py
-            assert name.startswith((SMOKE_PREFIX, "_")) or name == "milo_chunked_rasterization", path
+            # recipe scripts are check_<recipe>.py and stress_<recipe>.py, helpers _<name>.py
+            assert name.startswith((SMOKE_PREFIX, STRESS_PREFIX, "_")) \
+                or name == "milo_chunked_rasterization", path
 
 
 def test_every_recipe_finds_its_check_script():

@@ -150,6 +150,9 @@ def make_parser() -> argparse.ArgumentParser:
                     help="install what the wheelhouse has; build nothing (offline)")
     st.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                     help="build NAME from a local checkout (as for build)")
+    st.add_argument("--pinned", action="store_true",
+                    help="build upstream's pinned copy of every package, not the one your "
+                         "checkout holds (default: a copy of the checkout's own folder)")
     st.add_argument("--wheels", default="", metavar="URL|DIR",
                     help="a team's wheels (what `cuforge index` or CI publish): a simple index "
                         "URL (http://host:8080/simple/, file:///.../simple/) or a directory; "

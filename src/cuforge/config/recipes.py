@@ -62,6 +62,7 @@ class Source:
     subdir: str = ""
     sdist: str = ""
     sha256: str = ""
+    checkout: str = ""        # a path that is this folder of the user's checkout (setup)
 
     @property
     def kind(self) -> SourceKind:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuforge.config.arches import ArchPolicy
+from cuforge.config.checkout import UserCheckout
 from cuforge.config.combos import Combo
 from cuforge.config.target import Target
 
@@ -22,6 +23,7 @@ class BuildRequest:
     dry_run: bool = False
     keep_going: bool = False
     src_overrides: tuple[tuple[str, Path], ...] = ()
+    checkout: UserCheckout | None = None   # setup: the packages it holds are built from it
     prefer_prebuilt: bool = True
     arch_policy: ArchPolicy | None = None   # overrides every recipe's (e.g. cumm: ptx | native)
     skip_smoke: bool = False

@@ -21,7 +21,8 @@ from cuforge.pipeline import sources
 from cuforge.pipeline.builders import cmake_seed
 from cuforge.pipeline.plan import Action, ActionKind, PackagePlan, own_modules
 from cuforge.publish.wheelhouse import Wheelhouse
-from cuforge.core.errors import BuildError
+from cuforge.config.checkout import pinned_hint
+from cuforge.core.errors import BuildError, PatchError
 
 
 class ActionHandlers:
@@ -64,8 +65,16 @@ class ActionHandlers:
 
     def _patch(self, pkg: PackagePlan, action: Action, log: Path) -> None:
         from cuforge import patching   # lazily: only recipes with patches need the engine
-        patching.apply(patching.load_patch_set(action.arg, patches_dir=self.project.patches_dir),
-                       action.path)
+        patch_set = patching.load_patch_set(action.arg, patches_dir=self.project.patches_dir)
+        try:
+            patching.apply(patch_set, action.path)
+        except PatchError as err:
+            if not pkg.recipe.source.checkout:
+                raise
+            raise PatchError(  # the user's version, not upstream's pin: say the way back
+                f"{pkg.name} from your checkout ({pkg.recipe.source.checkout}): "
+                + str(err).removesuffix(f"\n  fix: {err.hint}"),
+                hint=pinned_hint(action.arg)) from None
 
     def _deps(self, pkg: PackagePlan, action: Action | None, log: Path, *,
               wheels: Mapping[str, Path] | None = None) -> None:

@@ -18,6 +18,7 @@ from filelock import FileLock, Timeout
 from rich.markup import escape
 from rich.text import Text
 
+from cuforge.config.checkout import with_checkout
 from cuforge.config.combos import Combo
 from cuforge.config.inputs import check_build
 from cuforge.config.recipes import Recipe, selection
@@ -61,6 +62,7 @@ def build(project: Project, req: BuildRequest,
         req = replace(req, target=resolve(project, req.combo))
     recipes, order = selection(project, list(req.packages or req.combo.packages),
                                req.src_overrides)
+    order = with_checkout(order, req.checkout, keep=(n for n, _ in req.src_overrides))
     check_build(project, req)   # what the dry run refuses too, before anything is written
     if req.dry_run:
         from cuforge.pipeline.dryrun import dry_run

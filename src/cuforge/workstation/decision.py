@@ -8,6 +8,7 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
+from cuforge.config.checkout import UserCheckout
 from cuforge.config.combos import Combo
 from cuforge.config.recipes import Recipe, build_order, load_recipes
 from cuforge.config.stacks import Stack, load_stack
@@ -35,6 +36,7 @@ class SetupRequest:
     requirements: bool = True    # the checkout's own requirements (--no-requirements: skip)
     index: IndexOptions = IndexOptions()   # --find-links DIR, --no-index
     team_wheels: str = ""        # --wheels URL|DIR: a team's index, tried before compiling
+    pinned: bool = False         # --pinned: upstream's pinned copies, not the checkout's own
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Setup:
     house: Wheelhouse
     required: frozenset[str]             # the non-optional packages and their dependencies
     target: Target                       # where the combo's code runs (cuforge.target)
+    # the checkout as a source: the packages it holds build from it (None: --pinned)
+    checkout: UserCheckout | None = None
 
 
 def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
@@ -72,7 +76,9 @@ def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
     to_build = () if req.no_build else tuple(
         n for n in (*stack.packages, *stack.optional)
         if req.rebuild or n in required or not _failed(latest.get(n)))
-    return Setup(stack, combo, tuple(order), to_build, missing, house, required, target)
+    checkout = None if req.pinned or not stack.repo else UserCheckout(stack.repo, req.checkout)
+    return Setup(stack, combo, tuple(order), to_build, missing, house, required, target,
+                 checkout)
 
 
 def usable(house: Wheelhouse, entry: Entry | None) -> bool:

@@ -28,7 +28,9 @@ from packaging.utils import canonicalize_name
 from rich.console import Console
 from rich.text import Text
 
+from cuforge.config.checkout import UserCheckout, pinned_hint
 from cuforge.config.inputs import check_setup
+from cuforge.config.recipes import Recipe
 from cuforge.config.stacks import Stack, env_file_text, load_stack
 from cuforge.config.target import resolve
 from cuforge.core import jsonout
@@ -37,6 +39,7 @@ from cuforge.core.errors import BuildError, ConfigError, VerifyError
 from cuforge.core.project import Project
 from cuforge.env.checkoutreqs import CheckoutRequirement, RequirementsOutcome, constraints
 from cuforge.workstation.activation import env_file, write_env
+from cuforge.workstation.checkout_build import drifts, require_patches_apply, source_lines
 from cuforge.workstation.decision import (Setup, SetupRequest, checkout_requirements, decide,
                                           installable, name_version, usable)
 from cuforge.workstation.installs import (dist_version, install_checkout_requirements,
@@ -56,6 +59,9 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         p = decide(project, req, target)
     if req.no_build:
         installable(p)   # a required wheel missing: say so before the venv is made
+    elif p.checkout is not None:   # before any compiler runs; the dry run refuses it too
+        require_patches_apply(drifts(project, _own(req, p), p.checkout), p.required,
+                              p.stack.name)
     if req.dry_run:   # the plan on stdout, as build --dry-run prints its plan
         jsonout.update(**_common_report(req, p), dry_run=True, to_build=list(p.to_build),
                        missing=list(p.missing), venv_exists=(req.venv / "pyvenv.cfg").exists())
@@ -149,6 +155,7 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
                        f"{', '.join(p.missing) or 'none'}"
                        + (f"; the team's wheels from {req.team_wheels} first, each checked "
                           "as a wheel built here" if req.team_wheels else "")))
+        _print_sources(project, req, p, out)
     out.print(Text(f"2. venv {req.venv}: {'reuse' if (req.venv / 'pyvenv.cfg').exists() else 'create'}"
                    f"; torch {p.combo.torch} "
                    + (f"from {p.combo.interpreter} (.pth)" if p.combo.interpreter else "via uv")))
@@ -164,6 +171,29 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
     out.print(Text(f"6. model stage: import {', '.join(names)} together, then "
                    + (f"{p.stack.checkout_model} {req.checkout}" if p.stack.checkout_model
                       else "no model check")))
+
+
+def _print_sources(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
+    """Step 1's sources: the checkout's own folders, else the recipe's pin, per package; and
+    each recipe patch set that does not apply to the checkout's copy."""
+    if not p.stack.repo:
+        return
+    mine = UserCheckout(p.stack.repo, req.checkout)
+    out.print(Text("   sources (a copy is built and patched; your checkout is not written):"))
+    for line in source_lines(p.recipes, mine, pinned=req.pinned,
+                             overrides=dict(req.src_overrides)):
+        out.print(Text(f"     {line}"), soft_wrap=True)
+    if p.checkout is not None:
+        for drift in drifts(project, _own(req, p), p.checkout):
+            out.print(Text(f"     {drift.text()}\n       fix: "
+                           f"{pinned_hint(drift.patch_set, p.stack.name)}", style="yellow"),
+                      soft_wrap=True)
+
+
+def _own(req: SetupRequest, p: Setup) -> tuple[Recipe, ...]:
+    """The stack's recipes that setup may build from the checkout (not those given --src)."""
+    given = {name for name, _ in req.src_overrides}
+    return tuple(r for r in p.recipes if r.name not in given)
 
 
 def _print_requirements(req: SetupRequest, p: Setup, out: Console) -> None:
@@ -234,12 +264,14 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
     from cuforge.config.request import BuildRequest
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
                    f"{', '.join(p.missing) or 'none'})"))
+    _print_sources(project, req, p, out)
     # keep going: an optional package's failure must not stop the others; --json: the
     # build's report goes under "build"
     outcome = build(project, BuildRequest(combo=p.combo, target=p.target,
                                           packages=p.to_build, jobs=req.jobs,
                                           rebuild=req.rebuild, keep_going=True,
                                           src_overrides=req.src_overrides,
+                                          checkout=p.checkout,
                                           team_wheels=req.team_wheels),
                     on_report=lambda r: jsonout.update(build=r))
     needed = [e.package for e in outcome.failed if e.package in p.required]
