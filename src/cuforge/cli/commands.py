@@ -180,7 +180,10 @@ def cmd_patch(args) -> int:
 def cmd_index(args) -> int:
     from cuforge.core.console import plural
     from cuforge.publish.wheelhouse import write_indexes
-    for tree in write_indexes(args.paths or [_project(args).wheelhouse]):
+    from cuforge.publish.writable import ARGUMENT
+    project = _project(args)
+    for tree in write_indexes(args.paths or [project.wheelhouse],
+                              ARGUMENT if args.paths else project.wheelhouse_named_by):
         print(f"{tree.url}  ({plural(len(tree.files), 'wheel')}, "
               f"{plural(len(tree.projects), 'project')})")
     return 0
