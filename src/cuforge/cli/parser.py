@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from cuforge.cli.commands import (cmd_build, cmd_ci, cmd_clean, cmd_doctor, cmd_emulation,
+from cuforge.cli.commands import (DEFAULT_ACCEL, DEFAULT_PYTHON, cmd_build, cmd_ci, cmd_clean, cmd_doctor, cmd_emulation,
                                   cmd_index, cmd_matrix, cmd_mesh_convert, cmd_patch, cmd_resolve,
                                   cmd_setup, cmd_shell, cmd_verify)
 from cuforge.config.arches import ArchPolicy
@@ -52,7 +52,8 @@ def make_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", parents=[common],
                        help="build, verify and publish wheels for one combo")
     _combo_args(b)
-    b.add_argument("--only", default="", help="comma-separated packages (dependencies follow); 'all' = every recipe")
+    b.add_argument("--only", default=None, help="comma-separated packages (dependencies "
+                   "follow; case and -/_ do not matter); 'all' = every recipe")
     b.add_argument("--cuda-arch", default=None, help='override arches, e.g. "12.0;12.1+PTX"')
     b.add_argument("--torch", default="", help="torch version (one the combo declares or any)")
     b.add_argument("--jobs", type=int, default=None, help="parallel compile jobs "
@@ -298,8 +299,13 @@ def _wheelhouse_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _combo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--python", default="3.11", help="python version of the combo")
-    p.add_argument("--accel", default="cu130", help="accelerator tag (cu128, cu129, cu130)")
-    p.add_argument("--combo", default="", help="a combo by name (e.g. 3.12-cu130, h200)")
+    # None: not given (the defaults are applied in commands._combo, where a --combo that
+    # names another python or accel is refused)
+    p.add_argument("--python", default=None, help="python version of the combo (default: "
+                   f"{DEFAULT_PYTHON})")
+    p.add_argument("--accel", default=None, help="accelerator tag (cu128, cu129, cu130; "
+                   f"default: {DEFAULT_ACCEL})")
+    p.add_argument("--combo", default="", help="a combo by name (e.g. 3.12-cu130, h200), "
+                   "instead of --python and --accel")
     p.add_argument("--interpreter", default="",
                    help="use this existing Python (with torch) instead of a venv")

@@ -49,6 +49,7 @@ class Setup:
     house: Wheelhouse
     required: frozenset[str]             # the non-optional packages and their dependencies
     target: Target                       # where the combo's code runs (cuforge.target)
+    wheelhouse_option: str = ""          # " --wheelhouse DIR" when the user gave one
 
 
 def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
@@ -72,7 +73,9 @@ def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
     to_build = () if req.no_build else tuple(
         n for n in (*stack.packages, *stack.optional)
         if req.rebuild or n in required or not _failed(latest.get(n)))
-    return Setup(stack, combo, tuple(order), to_build, missing, house, required, target)
+    given = (f" --wheelhouse {project.wheel_root}"
+             if project.wheelhouse_named_by == "--wheelhouse" else "")
+    return Setup(stack, combo, tuple(order), to_build, missing, house, required, target, given)
 
 
 def usable(house: Wheelhouse, entry: Entry | None) -> bool:
@@ -91,6 +94,7 @@ def installable(p: Setup) -> tuple[list[tuple[Recipe, Path]], list[str]]:
     latest = p.house.latest()
     wheels: list[tuple[Recipe, Path]] = []
     left_out: list[str] = []
+    missing: list[str] = []   # every one named at once, with one command that builds them
     for r in p.recipes:
         entry = latest.get(r.name)
         usable = (entry is not None and entry.status.has_wheel
@@ -103,8 +107,12 @@ def installable(p: Setup) -> tuple[list[tuple[Recipe, Path]], list[str]]:
             why = entry.reason.splitlines()[0] if entry and entry.reason else "no wheel"
             left_out.append(f"{r.name} (optional: {why})")
         else:
-            raise MissingWheelError(f"{r.name} has no wheel in {p.house.dir}",
-                             hint=f"cuforge build --combo {p.combo.id} --only {r.name}")
+            missing.append(r.name)
+    if missing:
+        have = "has" if len(missing) == 1 else "have"
+        raise MissingWheelError(f"{', '.join(missing)} {have} no wheel in {p.house.dir}",
+                                hint=f"build them: cuforge build --combo {p.combo.id} "
+                                     f"--only {','.join(missing)}{p.wheelhouse_option}")
     return wheels, left_out
 
 
