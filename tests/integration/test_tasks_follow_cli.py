@@ -46,6 +46,24 @@ def test_invoke_build_offers_the_flags_it_once_lacked():
         assert flag in out, flag
 
 
+@pytest.mark.parametrize("name,command", [("setup", "setup"), ("build", "build"),
+                                          ("verify", "verify")])
+def test_invoke_help_shows_the_value_each_option_takes(name, command):
+    """Issue 50 point 8: `invoke --help setup` showed --src and --find-links as bare flags
+    (invoke's list options), as if they took no value. Each option that takes one shows a
+    value name, the CLI's own where it has one."""
+    out = subprocess.run([str(BIN / "invoke"), "--help", name], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    shown = {line.split()[0] for line in out.splitlines() if line.startswith("  --")}
+    for option in command_options(command):
+        flag = next(s for s in shown if s.split("=")[0] == option.flag)
+        assert ("=" in flag) == (not option.switch), flag
+        if option.metavar and len(option.metavar) <= 24:
+            assert flag == f"{option.flag}={option.metavar}", flag
+    if command == "setup":
+        assert {"--src=NAME=PATH", "--find-links=DIR", "--wheelhouse=DIR"} <= shown, shown
+
+
 def test_a_task_passes_what_it_was_given_to_the_cli(tasks, monkeypatch):
     ran = []
     monkeypatch.setattr(tasks, "_cuforge", lambda *argv: ran.append(list(argv)))

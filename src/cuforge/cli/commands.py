@@ -220,10 +220,15 @@ def cmd_index(args) -> int:
 
 
 def cmd_ci(args) -> int:
+    from rich.text import Text
+
     from cuforge.config import ci
     project = _project(args)
     if args.what == "matrix":
         print(ci.matrix_json(project))
+        note = ci.left_out(project)   # stdout stays the JSON a CI job reads
+        if note:
+            err_console.print(Text(note), soft_wrap=True)
     elif args.check:
         ci.check_workflow(project)
         print(f"{ci.WORKFLOW} is current")

@@ -15,7 +15,7 @@ from cuforge.cli.commands import (DEFAULT_ACCEL, DEFAULT_PYTHON, cmd_build, cmd_
                                   cmd_index, cmd_matrix, cmd_mesh_convert, cmd_patch, cmd_resolve,
                                   cmd_setup, cmd_shell, cmd_verify)
 from cuforge.config.arches import ArchPolicy
-from cuforge.core.errors import exit_code_table
+from cuforge.core.errors import MissingWheelError, WheelhouseError, exit_code_table
 
 DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (python x torch x "
                "CUDA x arches); set up MILo / Pointcept checkouts with them.")
@@ -23,11 +23,27 @@ DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (pytho
 CLOSED_PIPE = 128 + signal.SIGPIPE
 
 
-def _epilog() -> str:
-    rows = [(0, "success"), *exit_code_table(),
+# Error kinds only some commands can end with; every other kind, any command. A command's
+# --help lists only the codes it has (`build --help` named 11, which only setup --no-build
+# raises). tests/integration/test_exit_codes.py holds where each of these is raised.
+ONLY_IN = {
+    MissingWheelError: ("setup",),                             # --no-build, a wheel missing
+    WheelhouseError: ("build", "setup", "index", "verify"),    # verify: a check's verdict
+}
+
+
+def command_exit_codes(command: str | None) -> list[tuple[int, str]]:
+    """(exit code, what it means) for ``cuforge COMMAND`` (None: any command)."""
+    skipped = {kind.exit_code for kind, commands in ONLY_IN.items()
+               if command is not None and command not in commands}
+    return [(0, "success"), *((c, w) for c, w in exit_code_table() if c not in skipped),
             (130, "interrupted (Ctrl-C, SIGTERM); nothing half-written is published"),
             (CLOSED_PIPE, "the reader of the output went away (a closed pipe); nothing more said")]
-    return "exit codes:\n" + "\n".join(f"  {code:<4} {what}" for code, what in rows)
+
+
+def _epilog(command: str | None = None) -> str:
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {what}"
+                                        for code, what in command_exit_codes(command))
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -195,7 +211,9 @@ def make_parser() -> argparse.ArgumentParser:
     ci = sub.add_parser("ci", parents=[common],
                         help="the CI build matrix / GitHub Actions workflow from envs/")
     ci.add_argument("what", choices=["matrix", "workflow"],
-                    help="matrix: the matrix as JSON; workflow: write .github/workflows/wheels.yml")
+                    help="matrix: the matrix as JSON, one entry per combo that takes part in "
+                         "CI (stderr names those with ci = false, and why); workflow: write "
+                         ".github/workflows/wheels.yml")
     ci.add_argument("--check", action="store_true",
                     help="workflow: fail unless the committed file is current")
     ci.set_defaults(func=cmd_ci)
@@ -234,8 +252,8 @@ def make_parser() -> argparse.ArgumentParser:
                     "remove nothing")
     cl.set_defaults(func=cmd_clean)
 
-    for command in sub.choices.values():   # `cuforge build --help` shows the table too
-        command.epilog = p.epilog
+    for name, command in sub.choices.items():   # `cuforge build --help`: build's codes
+        command.epilog = _epilog(name)
         command.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
 
@@ -250,6 +268,7 @@ class CommandOption:
     many: bool       # may be given several times (or takes several values)
     required: bool
     help: str
+    metavar: str = ""   # the value's name in --help (NAME=PATH, DIR), where the CLI gives one
 
     @property
     def task_default(self):
@@ -274,7 +293,8 @@ def _described(action: argparse.Action, flag: str) -> CommandOption:
     switch = action.nargs == 0
     many = isinstance(action, argparse._AppendAction) or action.nargs in ("+", "*")
     return CommandOption(flag, name + "_" if keyword.iskeyword(name) else name, switch, many,
-                         bool(action.required) or action.nargs == "+", action.help or "")
+                         bool(action.required) or action.nargs == "+", action.help or "",
+                         "" if switch else str(action.metavar or ""))
 
 
 @cache
