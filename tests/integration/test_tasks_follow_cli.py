@@ -77,3 +77,11 @@ def test_a_task_passes_what_it_was_given_to_the_cli(tasks, monkeypatch):
     assert "--dry-run" not in build   # not given: not passed
     assert verify[:3] == ["verify", "wh/a", "wh/b"] and "--json" in verify
     assert patch[:3] == ["patch", "milo", "/m"] and "--check" in patch
+
+
+def test_an_empty_value_reaches_the_cli_to_be_refused():
+    """`invoke build --only ''` was taken as "not given" and built the demo; it now reaches
+    the CLI, which refuses it (issue 50 point 5)."""
+    run = subprocess.run([str(BIN / "invoke"), "build", "--only", "", "--dry-run"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "--only '' names no package" in run.stderr, run.stderr

@@ -272,15 +272,17 @@ class CommandOption:
 
     @property
     def task_default(self):
-        return False if self.switch else None if self.many else ""
+        return False if self.switch else None
 
     def argv(self, value) -> list[str]:
-        """The command-line words for ``value`` (none for an unset one)."""
+        """The command-line words for ``value`` (none for an unset one; an empty one is
+        passed on, for the CLI to judge: ``invoke build --only ''`` is refused as the CLI
+        refuses it, not taken as "not given")."""
         if self.switch:
             return [self.flag] if value else []
         if self.many:
             return [w for v in value or () for w in (self.flag, str(v))]
-        return [] if value in (None, "") else [self.flag, str(value)]
+        return [] if value is None else [self.flag, str(value)]
 
 
 def _subcommand(command: str) -> argparse.ArgumentParser:
