@@ -10,7 +10,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from cuforge.config.arches import ArchPolicy, ArchRule
-from cuforge.config.names import did_you_mean, match
+from cuforge.config.names import as_known
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
 from cuforge.core.tomlfile import read_toml
@@ -372,8 +372,7 @@ def selection(project: Project, wanted: list[str], src_overrides=()
     chosen = dict(recipes)
     for name, path in src_overrides:   # exact: other steps look the override up by name
         if name not in chosen:
-            raise ConfigError(f"--src {name}=...: no recipe called {name!r}"
-                              + did_you_mean(name, chosen),
+            raise ConfigError(f"--src {name}=...: no recipe called {name!r}",
                               hint=f"known packages: {', '.join(sorted(chosen))}")
         chosen[name] = replace(chosen[name], source=Source(path=str(path)))
     return recipes, build_order(chosen, sorted(chosen) if wanted == ["all"] else wanted)
@@ -384,11 +383,10 @@ def build_order(recipes: dict[str, Recipe], wanted: list[str]) -> list[Recipe]:
 
     Order among independent packages follows ``wanted``, so the order is stable.
     """
-    wanted = [match(w, recipes) or w for w in wanted]   # simple_knn, Spconv: as typed
+    wanted, maybe = as_known(wanted, recipes)   # simple_knn, Spconv: as typed
     unknown = [w for w in wanted if w not in recipes]
     if unknown:
-        raise ConfigError(f"no recipe for {', '.join(unknown)}"
-                          + "".join(did_you_mean(u, recipes) for u in unknown[:1]),
+        raise ConfigError(f"no recipe for {', '.join(unknown)}{maybe}",
                           hint=f"known packages: {', '.join(sorted(recipes))}")
     if not wanted:
         raise NothingToDo("no package selected", hint="pass --only PKG or set the combo's packages")

@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuforge.config.names import did_you_mean, match
+from cuforge.config.names import as_known
 from cuforge.env.checkoutreqs import CheckoutRequirement
 from cuforge.core.errors import ConfigError
 from cuforge.core.project import Project
@@ -55,11 +55,10 @@ def available_stacks(project: Project) -> list[str]:
 
 def load_stack(project: Project, name: str) -> Stack:
     known = available_stacks(project)
-    given, name = name, match(name, known) or name   # Pointcept, MILo: as typed
+    given, ([name], maybe) = name, as_known([name], known)   # Pointcept, MILo: as typed
     path = project.stacks_dir / f"{name}.toml"
     if not path.is_file():
-        raise ConfigError(f"no stack named {given!r} in {project.stacks_dir}"
-                          + did_you_mean(given, known),
+        raise ConfigError(f"no stack named {given!r} in {project.stacks_dir}{maybe}",
                           hint=f"known stacks: {', '.join(known) or 'none'}")
     try:
         data = tomllib.loads(path.read_text())
