@@ -6,6 +6,10 @@ torch and the CUDA toolchain under ``.cuforge/envs/``.
 
     nox -l
     nox -s build-3.12-cu130 -- --only simple-knn --cuda-arch "12.0;12.1+PTX" -v
+
+A session that runs cuforge ends nox with cuforge's own exit code (2 for a bad option, 6 for
+a failed build, ...; `cuforge --help` lists them), not nox's 1 for every failure; the
+sessions after it do not run.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["tests"]
@@ -39,10 +44,19 @@ def _combo_ids() -> list[str]:
         raise SystemExit(err.exit_code) from None
 
 
+def _cuforge(session: nox.Session, *args: str) -> None:
+    """``cuforge ARGS`` in the session; its failure ends nox with cuforge's exit code (nox
+    itself would exit 1 for any failed command)."""
+    try:
+        session.run("cuforge", *args)
+    except CommandFailed as err:
+        raise SystemExit(err.return_code or 1) from None
+
+
 def _make_build_session(combo_id: str) -> None:
     def build(session: nox.Session) -> None:
         session.install("-e", ".")
-        session.run("cuforge", "build", "--combo", combo_id, *session.posargs)
+        _cuforge(session, "build", "--combo", combo_id, *session.posargs)
 
     build.__doc__ = f"Build, verify and publish the wheels of combo {combo_id}."
     nox.session(name=f"build-{combo_id}")(build)
@@ -51,8 +65,8 @@ def _make_build_session(combo_id: str) -> None:
 def _make_slow_session(combo_id: str) -> None:
     def slow(session: nox.Session) -> None:
         session.install("-e", ".")
-        session.run("cuforge", "build", "--combo", combo_id, "--only", "all", "--keep-going",
-                    *session.posargs)
+        _cuforge(session, "build", "--combo", combo_id, "--only", "all", "--keep-going",
+                 *session.posargs)
 
     slow.__doc__ = (f"Build every recipe for {combo_id}, real sources (hours on 2 cores; "
                     "failures are recorded, dependents skipped).")
@@ -77,7 +91,7 @@ def emulation_setup(session: nox.Session) -> None:
 
     The aarch64 root gets the Debian packages of envs/emulation.toml; binfmt_misc is registered."""
     session.install("-e", ".")
-    session.run("cuforge", "emulation", "setup", *session.posargs)
+    _cuforge(session, "emulation", "setup", *session.posargs)
 
 
 @nox.session(name="emulated")

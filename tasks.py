@@ -3,7 +3,7 @@ mesh-convert, patch-milo, patch-pointcept, index, resolve, ci-matrix, ci-workflo
 
 Each task is a ``cuforge`` command, and its options are read from the CLI's own parser
 (``cuforge.cli.parser.command_options``): a flag exists in both or in neither. ``invoke --help X``
-shows the CLI's help text for each option.
+shows the CLI's help text for each option, and the CLI's name for its value (``--src=NAME=PATH``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from inspect import Parameter, Signature
 
 from invoke import Collection, Task
 from invoke.exceptions import Exit
+from invoke.parser import ParserContext
 
 from cuforge.cli.parser import command_options, command_positionals
 
@@ -25,6 +26,38 @@ def _cuforge(*args: str) -> None:
     code = subprocess.call([sys.executable, "-m", "cuforge", *args])
     if code:
         raise Exit(code=code)
+
+
+class CliTask(Task):
+    """A task whose options take the CLI's value names into ``invoke --help X``."""
+
+    def __init__(self, body, *, metavars: dict[str, str], **kw) -> None:
+        super().__init__(body, **kw)
+        self.metavars = metavars   # task parameter -> the value's name (NAME=PATH, DIR)
+
+    def get_arguments(self, ignore_unknown_help=None):
+        args = super().get_arguments(ignore_unknown_help)
+        for arg in args:
+            if arg.name in self.metavars:
+                arg.metavar = self.metavars[arg.name]   # read by _help_for
+        return args
+
+
+_invoke_help_for = ParserContext.help_for
+
+
+def _help_for(context: ParserContext, flag: str) -> tuple[str, str]:
+    """invoke shows an iterable option as a bare flag (``--src``, as if it took no value) and
+    every value as STRING; an option of ours shows the CLI's value name instead
+    (``--src=NAME=PATH``). Options of other tasks are shown as invoke shows them."""
+    names, text = _invoke_help_for(context, flag)
+    metavar = getattr(context.flags[flag], "metavar", None)
+    if metavar:
+        names = ", ".join(n.split("=")[0] + f"={metavar}" for n in names.split(", "))
+    return names, text
+
+
+ParserContext.help_for = _help_for
 
 
 def cli_task(name: str, command: str, doc: str, *, fixed: tuple[str, ...] = (),
@@ -56,9 +89,23 @@ def cli_task(name: str, command: str, doc: str, *, fixed: tuple[str, ...] = (),
     body.__doc__ = doc
     body.__name__ = name.replace("-", "_")
     # long flags only: invoke's own short letters would differ from the CLI's
-    return Task(body, name=name, positional=list(positional.values()), auto_shortflags=False,
-                iterable=[o.param for o in options if o.many],
-                help={o.param: o.help for o in options if o.help})
+    return CliTask(body, name=name, positional=list(positional.values()), auto_shortflags=False,
+                   iterable=[o.param for o in options if o.many],
+                   help={o.param: _help(o) for o in options if o.help},
+                   metavars={o.param: _metavar(o) for o in options
+                             if not o.switch and (o.metavar or o.many)})
+
+
+WIDE = 24   # a longer value name (--cache's) goes into the help text: the column stays narrow
+
+
+def _metavar(option) -> str:
+    return "SPEC" if len(option.metavar) > WIDE else option.metavar or "VALUE"
+
+
+def _help(option) -> str:
+    wide = f"{option.metavar}: " if len(option.metavar) > WIDE else ""
+    return wide + option.help + (" (repeatable)" if option.many else "")
 
 
 def _variadic(command: str, dest: str) -> bool:
@@ -99,8 +146,10 @@ ns = Collection(
              "(docs/package-index.md).", positional={"paths": "paths"}),
     cli_task("resolve", "resolve", "Check that a combo's torch + CUDA toolkit install on its "
              "platform (uv; installs nothing)."),
-    cli_task("ci-matrix", "ci", "The CI matrix as JSON: one entry per combo, with the stacks' "
-             "packages in build order.", fixed=("matrix",), leave_out=("--check",)),
+    cli_task("ci-matrix", "ci", "The CI matrix as JSON: one entry per combo that takes part "
+             "in CI, with the stacks' packages in build order (combos with `ci = false` in "
+             "envs/combos.toml are tied to one machine: stderr names them and why).",
+             fixed=("matrix",), leave_out=("--check",)),
     cli_task("ci-workflow", "ci", "Regenerate .github/workflows/wheels.yml from envs/, stacks/, "
              "recipes/ and smoke/.", fixed=("workflow",)),
 )

@@ -335,7 +335,7 @@ REFUSALS = [
     Refusal("setup-venv-a-file", lambda t, p: _setup(t, "--venv", str(_afile(t))),
             ConfigError, "is a file, not a venv directory", stack=True),
     Refusal("setup-no-build-missing-wheels", lambda t, p: _setup(t, "--no-build"), MissingWheelError,
-            "has no wheel", stack=True),
+            "have no wheel", stack=True),
     Refusal("setup-src-a-file", lambda t, p: _setup(t, "--src", f"spconv={_afile(t)}"),
             ConfigError, "is not a directory", stack=True),
     Refusal("setup-wheels-missing", lambda t, p: _setup(t, "--wheels", str(t / "nowhere")),

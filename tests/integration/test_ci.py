@@ -51,6 +51,24 @@ def test_matrix_has_one_entry_per_ci_combo():
     assert spark["wheel_dir"].startswith("wheelhouse/linux-aarch64/")
 
 
+def test_the_matrix_says_which_combos_it_leaves_out_and_why():
+    """Issue 50 point 8: "one entry per combo" returned 6 of 10 without a word. stdout stays
+    the JSON; stderr counts and names each combo left out with its ci_why."""
+    proc = _cuforge("ci", "matrix")
+    combos = load_combos(PROJECT)
+    out = [c for c in combos if not c.ci]
+    assert out and all(c.ci_why for c in out), [c.id for c in out if not c.ci_why]
+    note = " ".join(proc.stderr.split())
+    assert note.startswith(f"{len(combos) - len(out)} of {len(combos)} combos; left out "
+                           "(ci = false in envs/combos.toml): "), proc.stderr
+    for c in out:
+        assert f"{c.id} ({c.ci_why})" in note, c.id
+    json.loads(proc.stdout)
+    tasks_doc = (PROJECT.root / "tasks.py").read_text()
+    assert "one entry per combo, " not in tasks_doc and "one entry per combo that takes part" \
+        in " ".join(tasks_doc.replace('"', "").split())
+
+
 def test_every_ci_combo_builds_the_stacks_not_the_demo_alone():
     """What people install: every package of the milo and pointcept stacks (optional ones
     too), dependencies first, the system headers they need, and both stacks' model stages."""

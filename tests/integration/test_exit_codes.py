@@ -5,6 +5,7 @@ line is a stack's optional package. Real processes: ``python -m cuforge`` with a
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cuforge.core import errors
-from cuforge.cli.parser import make_parser
+from cuforge.cli.parser import ONLY_IN, make_parser
 from cuforge.publish.wheelhouse import Entry, Wheelhouse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,11 +42,31 @@ def _subcommands() -> list[str]:
 
 @pytest.mark.parametrize("command", _subcommands())
 def test_every_subcommand_help_shows_the_table(tmp_path, command):
+    """Each command's table: the codes it can end with, no other (issue 50 point 8: `build
+    --help` named 11, which only `setup --no-build` raises)."""
     text = _cli(tmp_path, command, "--help").stdout
     assert "exit codes:" in text, text[-300:]
     table = text.split("exit codes:")[1]
+    shown = {int(c) for c in re.findall(r"^  (\d+) ", table, re.M)}
     for code, what in errors.exit_code_table():
-        assert f"  {code:<4} {what}" in table
+        only = next((cmds for kind, cmds in ONLY_IN.items() if kind.exit_code == code), None)
+        if only is None or command in only:
+            assert f"  {code:<4} {what}" in table
+        else:
+            assert code not in shown, (command, code)
+    assert (11 in shown) == (command == "setup") and (9 in shown) == (command in (
+        "build", "setup", "index", "verify"))
+
+
+def test_the_narrowed_errors_are_raised_where_the_table_says():
+    """Where each error kind of ONLY_IN is raised: a new place (reached from another command)
+    must widen its row in cli/parser.py, or the table says what is not true."""
+    src = ROOT / "src" / "cuforge"
+    raisers = {kind: sorted(str(p.relative_to(src)) for p in src.rglob("*.py")
+                            if f"{kind.__name__}(" in p.read_text() and p.name != "errors.py")
+               for kind in ONLY_IN}
+    assert raisers[errors.MissingWheelError] == ["workstation/decision.py"]   # setup's
+    assert raisers[errors.WheelhouseError] == ["publish/wheelhouse.py", "publish/writable.py"]
 
 
 def test_patch_on_a_file_is_a_usage_error_not_a_drifted_patch(tmp_path):

@@ -46,6 +46,24 @@ def test_invoke_build_offers_the_flags_it_once_lacked():
         assert flag in out, flag
 
 
+@pytest.mark.parametrize("name,command", [("setup", "setup"), ("build", "build"),
+                                          ("verify", "verify")])
+def test_invoke_help_shows_the_value_each_option_takes(name, command):
+    """Issue 50 point 8: `invoke --help setup` showed --src and --find-links as bare flags
+    (invoke's list options), as if they took no value. Each option that takes one shows a
+    value name, the CLI's own where it has one."""
+    out = subprocess.run([str(BIN / "invoke"), "--help", name], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    shown = {line.split()[0] for line in out.splitlines() if line.startswith("  --")}
+    for option in command_options(command):
+        flag = next(s for s in shown if s.split("=")[0] == option.flag)
+        assert ("=" in flag) == (not option.switch), flag
+        if option.metavar and len(option.metavar) <= 24:
+            assert flag == f"{option.flag}={option.metavar}", flag
+    if command == "setup":
+        assert {"--src=NAME=PATH", "--find-links=DIR", "--wheelhouse=DIR"} <= shown, shown
+
+
 def test_a_task_passes_what_it_was_given_to_the_cli(tasks, monkeypatch):
     ran = []
     monkeypatch.setattr(tasks, "_cuforge", lambda *argv: ran.append(list(argv)))
@@ -59,3 +77,11 @@ def test_a_task_passes_what_it_was_given_to_the_cli(tasks, monkeypatch):
     assert "--dry-run" not in build   # not given: not passed
     assert verify[:3] == ["verify", "wh/a", "wh/b"] and "--json" in verify
     assert patch[:3] == ["patch", "milo", "/m"] and "--check" in patch
+
+
+def test_an_empty_value_reaches_the_cli_to_be_refused():
+    """`invoke build --only ''` was taken as "not given" and built the demo; it now reaches
+    the CLI, which refuses it (issue 50 point 5)."""
+    run = subprocess.run([str(BIN / "invoke"), "build", "--only", "", "--dry-run"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "--only '' names no package" in run.stderr, run.stderr

@@ -268,6 +268,31 @@ def test_run_patch_command(demo, capsys) -> None:
         run_patch_command("demo", root, check=True, revert=False, dry_run=False, patches_dir=patches_dir)
 
 
+def test_check_calls_a_missing_file_missing_and_names_a_real_command(demo, capsys) -> None:
+    """Issue 50 point 8: a target file not in the tree was "drifted", and the fix said "run
+    apply", a command cuforge does not have."""
+    ps, root = demo
+    (root / "src/kernel.cu").unlink()
+    results = check(ps, root)
+    gone = [r for r in results if r.file == "src/kernel.cu"]
+    assert gone and all(r.status is PatchStatus.MISSING for r in gone)
+    assert PatchStatus.DRIFTED not in set(statuses(results).values())
+    with pytest.raises(PatchError) as err:
+        run_patch_command("demo", root, check=True, revert=False, dry_run=False,
+                          patches_dir=ps.directory.parent)
+    text = str(err.value)
+    assert "missing files (" in text and "src/kernel.cu" in text and "drifted" not in text
+    assert "run apply" not in text and "is a demo checkout" in text
+    table = capsys.readouterr().out
+    assert " missing " in table and "drifted" not in table, table
+    (root / "src/kernel.cu").write_text("changed upstream\n")   # a drift names the command
+    with pytest.raises(PatchError) as err:
+        run_patch_command("demo", root, check=True, revert=False, dry_run=False,
+                          patches_dir=ps.directory.parent)
+    assert f"`cuforge patch demo {root}` (without --check)" in str(err.value)
+    assert "run apply" not in str(err.value)
+
+
 def test_sets_are_found_through_cuforge_root(tmp_path: Path, monkeypatch) -> None:
     make_set(tmp_path)
     monkeypatch.setenv("CUFORGE_ROOT", str(tmp_path))

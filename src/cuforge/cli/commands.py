@@ -12,6 +12,7 @@ from cuforge.core.console import make_console
 from cuforge.core.errors import BuildError, ConfigError
 
 err_console = make_console(stderr=True)
+DEFAULT_PYTHON, DEFAULT_ACCEL = "3.11", "cu130"   # the combo without --combo/--python/--accel
 
 
 def _project(args):
@@ -36,10 +37,39 @@ def _arches(args) -> str:
 
 def _combo(args, *, arches: str = "", torch: str = ""):
     from cuforge.config.combos import select_combo, with_overrides
-    combo = select_combo(_project(args), python=args.python, accel=args.accel, name=args.combo)
+    python, accel = args.python or DEFAULT_PYTHON, args.accel or DEFAULT_ACCEL
+    combo = select_combo(_project(args), python=python, accel=accel, name=args.combo)
+    if args.combo:
+        _same_combo(combo, args.python, args.accel)
     return with_overrides(combo, torch=torch or None, arches=arches or None,
                           interpreter=args.interpreter or None,
                           emulate=getattr(args, "emulate", False))
+
+
+def _same_combo(combo, python: str | None, accel: str | None) -> None:
+    """``--combo h200 --python 3.11 --accel cu128``: the name and the pair disagree, and one
+    of them would be ignored silently; refuse (a pair that agrees is fine)."""
+    clash = [f"{flag} {given}" for flag, given, has in (
+        ("--python", python, combo.python), ("--accel", accel, combo.accel.tag))
+        if given is not None and given != has]
+    if clash:
+        raise ConfigError(f"--combo {combo.id} is python {combo.python} with "
+                          f"{combo.accel.tag}, but {' '.join(clash)} was given too",
+                          hint=f"pass --combo {combo.id} alone, or --python and --accel "
+                               "without --combo")
+
+
+def _only(given: str | None) -> tuple[str, ...]:
+    """``--only``: absent means the combo's packages; given, at least one name (``--only ''``
+    used to build the demo and exit 0)."""
+    if given is None:
+        return ()
+    names = tuple(p.strip() for p in given.split(",") if p.strip())
+    if not names:
+        raise ConfigError(f"--only {given!r} names no package",
+                          hint="name one, e.g. --only simple-knn (or 'all'), or leave --only "
+                               "out to build the combo's packages")
+    return names
 
 
 def _src_overrides(items: list[str]) -> tuple[tuple[str, Path], ...]:
@@ -63,7 +93,7 @@ def cmd_build(args) -> int:
     combo = _combo(args, arches=_arches(args), torch=args.torch)
     req = BuildRequest(
         combo=combo,
-        packages=tuple(p for p in args.only.split(",") if p),
+        packages=_only(args.only),
         jobs=args.jobs or default_jobs(),   # None: the machine's default
         verbose=args.verbose, dry_run=args.dry_run,
         keep_going=args.keep_going, src_overrides=_src_overrides(args.src),
@@ -184,17 +214,25 @@ def cmd_patch(args) -> int:
 def cmd_index(args) -> int:
     from cuforge.core.console import plural
     from cuforge.publish.wheelhouse import write_indexes
-    for tree in write_indexes(args.paths or [_project(args).wheelhouse]):
+    from cuforge.publish.writable import ARGUMENT
+    project = _project(args)
+    for tree in write_indexes(args.paths or [project.wheelhouse],
+                              ARGUMENT if args.paths else project.wheelhouse_named_by):
         print(f"{tree.url}  ({plural(len(tree.files), 'wheel')}, "
               f"{plural(len(tree.projects), 'project')})")
     return 0
 
 
 def cmd_ci(args) -> int:
+    from rich.text import Text
+
     from cuforge.config import ci
     project = _project(args)
     if args.what == "matrix":
         print(ci.matrix_json(project))
+        note = ci.left_out(project)   # stdout stays the JSON a CI job reads
+        if note:
+            err_console.print(Text(note), soft_wrap=True)
     elif args.check:
         ci.check_workflow(project)
         print(f"{ci.WORKFLOW} is current")

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from cuforge.cli.commands import (cmd_build, cmd_ci, cmd_clean, cmd_doctor, cmd_emulation,
+from cuforge.cli.commands import (DEFAULT_ACCEL, DEFAULT_PYTHON, cmd_build, cmd_ci, cmd_clean, cmd_doctor, cmd_emulation,
                                   cmd_index, cmd_matrix, cmd_mesh_convert, cmd_patch, cmd_resolve,
                                   cmd_setup, cmd_shell, cmd_verify)
 from cuforge.config.arches import ArchPolicy
-from cuforge.core.errors import exit_code_table
+from cuforge.core.errors import MissingWheelError, WheelhouseError, exit_code_table
 
 DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (python x torch x "
                "CUDA x arches); set up MILo / Pointcept checkouts with them.")
@@ -23,11 +23,27 @@ DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (pytho
 CLOSED_PIPE = 128 + signal.SIGPIPE
 
 
-def _epilog() -> str:
-    rows = [(0, "success"), *exit_code_table(),
+# Error kinds only some commands can end with; every other kind, any command. A command's
+# --help lists only the codes it has (`build --help` named 11, which only setup --no-build
+# raises). tests/integration/test_exit_codes.py holds where each of these is raised.
+ONLY_IN = {
+    MissingWheelError: ("setup",),                             # --no-build, a wheel missing
+    WheelhouseError: ("build", "setup", "index", "verify"),    # verify: a check's verdict
+}
+
+
+def command_exit_codes(command: str | None) -> list[tuple[int, str]]:
+    """(exit code, what it means) for ``cuforge COMMAND`` (None: any command)."""
+    skipped = {kind.exit_code for kind, commands in ONLY_IN.items()
+               if command is not None and command not in commands}
+    return [(0, "success"), *((c, w) for c, w in exit_code_table() if c not in skipped),
             (130, "interrupted (Ctrl-C, SIGTERM); nothing half-written is published"),
             (CLOSED_PIPE, "the reader of the output went away (a closed pipe); nothing more said")]
-    return "exit codes:\n" + "\n".join(f"  {code:<4} {what}" for code, what in rows)
+
+
+def _epilog(command: str | None = None) -> str:
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {what}"
+                                        for code, what in command_exit_codes(command))
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -52,7 +68,8 @@ def make_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", parents=[common],
                        help="build, verify and publish wheels for one combo")
     _combo_args(b)
-    b.add_argument("--only", default="", help="comma-separated packages (dependencies follow); 'all' = every recipe")
+    b.add_argument("--only", default=None, help="comma-separated packages (dependencies "
+                   "follow; case and -/_ do not matter); 'all' = every recipe")
     b.add_argument("--cuda-arch", default=None, help='override arches, e.g. "12.0;12.1+PTX"')
     b.add_argument("--torch", default="", help="torch version (one the combo declares or any)")
     b.add_argument("--jobs", type=int, default=None, help="parallel compile jobs "
@@ -203,7 +220,9 @@ def make_parser() -> argparse.ArgumentParser:
     ci = sub.add_parser("ci", parents=[common],
                         help="the CI build matrix / GitHub Actions workflow from envs/")
     ci.add_argument("what", choices=["matrix", "workflow"],
-                    help="matrix: the matrix as JSON; workflow: write .github/workflows/wheels.yml")
+                    help="matrix: the matrix as JSON, one entry per combo that takes part in "
+                         "CI (stderr names those with ci = false, and why); workflow: write "
+                         ".github/workflows/wheels.yml")
     ci.add_argument("--check", action="store_true",
                     help="workflow: fail unless the committed file is current")
     ci.set_defaults(func=cmd_ci)
@@ -242,8 +261,8 @@ def make_parser() -> argparse.ArgumentParser:
                     "remove nothing")
     cl.set_defaults(func=cmd_clean)
 
-    for command in sub.choices.values():   # `cuforge build --help` shows the table too
-        command.epilog = p.epilog
+    for name, command in sub.choices.items():   # `cuforge build --help`: build's codes
+        command.epilog = _epilog(name)
         command.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
 
@@ -258,18 +277,21 @@ class CommandOption:
     many: bool       # may be given several times (or takes several values)
     required: bool
     help: str
+    metavar: str = ""   # the value's name in --help (NAME=PATH, DIR), where the CLI gives one
 
     @property
     def task_default(self):
-        return False if self.switch else None if self.many else ""
+        return False if self.switch else None
 
     def argv(self, value) -> list[str]:
-        """The command-line words for ``value`` (none for an unset one)."""
+        """The command-line words for ``value`` (none for an unset one; an empty one is
+        passed on, for the CLI to judge: ``invoke build --only ''`` is refused as the CLI
+        refuses it, not taken as "not given")."""
         if self.switch:
             return [self.flag] if value else []
         if self.many:
             return [w for v in value or () for w in (self.flag, str(v))]
-        return [] if value in (None, "") else [self.flag, str(value)]
+        return [] if value is None else [self.flag, str(value)]
 
 
 def _subcommand(command: str) -> argparse.ArgumentParser:
@@ -282,7 +304,8 @@ def _described(action: argparse.Action, flag: str) -> CommandOption:
     switch = action.nargs == 0
     many = isinstance(action, argparse._AppendAction) or action.nargs in ("+", "*")
     return CommandOption(flag, name + "_" if keyword.iskeyword(name) else name, switch, many,
-                         bool(action.required) or action.nargs == "+", action.help or "")
+                         bool(action.required) or action.nargs == "+", action.help or "",
+                         "" if switch else str(action.metavar or ""))
 
 
 @cache
@@ -314,9 +337,14 @@ def _wheelhouse_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _combo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--python", default="3.11", help="python version of the combo")
-    p.add_argument("--accel", default="cu130", help="accelerator tag (cu128, cu129, cu130)")
-    p.add_argument("--combo", default="", help="a combo by name (e.g. 3.12-cu130, h200)")
+    # None: not given (the defaults are applied in commands._combo, where a --combo that
+    # names another python or accel is refused)
+    p.add_argument("--python", default=None, help="python version of the combo (default: "
+                   f"{DEFAULT_PYTHON})")
+    p.add_argument("--accel", default=None, help="accelerator tag (cu128, cu129, cu130; "
+                   f"default: {DEFAULT_ACCEL})")
+    p.add_argument("--combo", default="", help="a combo by name (e.g. 3.12-cu130, h200), "
+                   "instead of --python and --accel")
     p.add_argument("--interpreter", default="",
                    help="use this existing Python (with torch) instead of a venv")
 

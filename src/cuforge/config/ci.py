@@ -1,7 +1,9 @@
 """The CI build matrix from ``envs/`` and the GitHub Actions workflow generated from it.
 
-``cuforge ci matrix`` prints one entry per combo (packages in build order, arches, runners,
-whether its smoke tests need a GPU); ``cuforge ci workflow`` writes
+``cuforge ci matrix`` prints one entry per combo that takes part in CI (packages in build
+order, arches, runners, whether its smoke tests need a GPU); a combo with ``ci = false`` is
+tied to one machine no CI runner is, and stderr names each left out with its ``ci_why``.
+``cuforge ci workflow`` writes
 ``.github/workflows/wheels.yml`` from the same entries: each combo builds on a CPU runner, its
 wheelhouse (with its simple index) is uploaded, and a GPU runner verifies it with the smoke
 tests, then runs ``setup``'s model stage for each stack on the stack's upstream checkout. The
@@ -163,6 +165,19 @@ def matrix(project: Project) -> list[dict]:
 
 def matrix_json(project: Project) -> str:
     return json.dumps(matrix(project), indent=1)
+
+
+def left_out(project: Project) -> str:
+    """The combos the matrix leaves out and why, in one line for stderr ("" when none is).
+
+    ``6 of 10 combos; left out (ci = false): h200 (the lent GPU machine's ...), ...``"""
+    combos = load_combos(project)
+    out = [c for c in combos if not c.ci]
+    if not out:
+        return ""
+    return (f"{len(combos) - len(out)} of {len(combos)} combos; left out (ci = false in "
+            "envs/combos.toml): " + ", ".join(c.id + (f" ({c.ci_why})" if c.ci_why else "")
+                                              for c in out))
 
 
 def render_workflow(project: Project) -> str:

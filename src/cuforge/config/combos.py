@@ -64,6 +64,7 @@ class Combo:
     name: str = ""
     platform: str = ""             # e.g. linux-aarch64; "" = the machine cuforge runs on
     ci: bool = True                # part of the CI matrix (false: tied to one machine)
+    ci_why: str = ""               # why not (``cuforge ci matrix`` says it on stderr)
     host_cxx: str = ""                      # pinned host C++ compiler (else CXX, else g++)
     host_cc: str = ""                       # its C sibling (default: derived from host_cxx)
     host_fallbacks: tuple[str, ...] = ()    # tried when the default links libstdc++ statically
@@ -201,6 +202,7 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
         name=row.get("name", ""),
         platform=row.get("platform", ""),
         ci=bool(row.get("ci", True)),
+        ci_why=" ".join(str(row.get("ci_why", "")).split()),
         host_cxx=row.get("host_cxx", ""),
         host_cc=row.get("host_cc", ""),
         cache=row.get("cache", ""),

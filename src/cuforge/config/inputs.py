@@ -81,6 +81,13 @@ def check_combo_env(state_dir: Path, combo, target) -> None:
     require_resolvable(state_dir, combo)
 
 
+def check_wheelhouse(project, combo) -> None:
+    """The combo's wheelhouse directory can be written (read-only, not ours or a full disk:
+    exit 9 now, naming the option that chose it, not after the compile)."""
+    from cuforge.publish.writable import check_writable
+    check_writable(combo.wheel_dir(project.wheelhouse), project.wheelhouse_named_by)
+
+
 def check_build(project, req) -> None:
     """Everything of a ``build`` request that can be refused before anything is written,
     cheapest first: the same for ``--dry-run``."""
@@ -88,6 +95,7 @@ def check_build(project, req) -> None:
     check_src_overrides(req.src_overrides)
     if req.team_wheels:
         check_team_wheels(req.team_wheels)
+    check_wheelhouse(project, req.combo)
     check_combo_env(project.state_dir, req.combo, req.target)
 
 
@@ -107,11 +115,14 @@ def check_checkout(path: Path, stack) -> None:
                           hint=f"pass the root of your clone of {stack.title} ({clone})")
 
 
-def check_setup(req, stack) -> None:
+def check_setup(project, req, stack) -> None:
     """Everything of a ``setup`` request that can be refused before anything is written (the
-    same for ``--dry-run``); the build it may start checks its own (``check_build``)."""
+    same for ``--dry-run``); the build it may start checks its own (``check_build``), but
+    the venv is made beside that build, so the wheelhouse is asked here first."""
     check_jobs(req.jobs)
     check_checkout(req.checkout, stack)
     check_venv_path(req.venv)
     check_src_overrides(req.src_overrides)
     check_team_wheels(req.team_wheels)
+    if not req.no_build:   # --no-build only reads the wheelhouse
+        check_wheelhouse(project, req.combo)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cuforge.config.arches import ArchPolicy, ArchRule
 from cuforge.config.stress import StressRule, parse_stress
+from cuforge.config.names import as_known
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
 from cuforge.core.tomlfile import read_toml
@@ -374,7 +375,7 @@ def selection(project: Project, wanted: list[str], src_overrides=()
     NAME=PATH`` replacing those packages' sources in the order only."""
     recipes = load_recipes(project)
     chosen = dict(recipes)
-    for name, path in src_overrides:
+    for name, path in src_overrides:   # exact: other steps look the override up by name
         if name not in chosen:
             raise ConfigError(f"--src {name}=...: no recipe called {name!r}",
                               hint=f"known packages: {', '.join(sorted(chosen))}")
@@ -387,9 +388,10 @@ def build_order(recipes: dict[str, Recipe], wanted: list[str]) -> list[Recipe]:
 
     Order among independent packages follows ``wanted``, so the order is stable.
     """
+    wanted, maybe = as_known(wanted, recipes)   # simple_knn, Spconv: as typed
     unknown = [w for w in wanted if w not in recipes]
     if unknown:
-        raise ConfigError(f"no recipe for {', '.join(unknown)}",
+        raise ConfigError(f"no recipe for {', '.join(unknown)}{maybe}",
                           hint=f"known packages: {', '.join(sorted(recipes))}")
     if not wanted:
         raise NothingToDo("no package selected", hint="pass --only PKG or set the combo's packages")

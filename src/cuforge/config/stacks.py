@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuforge.config.names import as_known
 from cuforge.env.checkoutreqs import CheckoutRequirement
 from cuforge.core.errors import ConfigError
 from cuforge.core.project import Project
@@ -53,11 +54,12 @@ def available_stacks(project: Project) -> list[str]:
 
 
 def load_stack(project: Project, name: str) -> Stack:
+    known = available_stacks(project)
+    given, ([name], maybe) = name, as_known([name], known)   # Pointcept, MILo: as typed
     path = project.stacks_dir / f"{name}.toml"
     if not path.is_file():
-        known = ", ".join(available_stacks(project)) or "none"
-        raise ConfigError(f"no stack named {name!r} in {project.stacks_dir}",
-                          hint=f"known stacks: {known}")
+        raise ConfigError(f"no stack named {given!r} in {project.stacks_dir}{maybe}",
+                          hint=f"known stacks: {', '.join(known) or 'none'}")
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:

@@ -73,7 +73,7 @@ class NothingToDo(CuforgeError):
 
 
 class WheelhouseError(CuforgeError):
-    """The wheelhouse could not be written (a full disk, a file-size limit, permissions)."""
+    """The wheelhouse could not be written (read-only, not ours, a full disk, a file-size limit)."""
 
     exit_code = 9
     label = "wheelhouse error"

@@ -55,6 +55,14 @@ class Project:
             return self.wheel_root
         return Path(os.environ.get("CUFORGE_WHEELHOUSE", (self.home or self.root) / "wheelhouse"))
 
+    @property
+    def wheelhouse_named_by(self) -> str:
+        """Who chose the wheelhouse: ``--wheelhouse``, ``CUFORGE_WHEELHOUSE`` or "" (the
+        default), so that an error about it names what the user actually set."""
+        if self.wheel_root is not None:
+            return "--wheelhouse"
+        return "CUFORGE_WHEELHOUSE" if os.environ.get("CUFORGE_WHEELHOUSE") else ""
+
 
 def _is_project(path: Path) -> bool:
     return (path / MARKER).is_file()

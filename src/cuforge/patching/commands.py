@@ -44,15 +44,23 @@ def run_patch_command(
 
 
 def _check(ps: PatchSet, root: Path, out: Console) -> int:
-    """Print the per-patch state; raise PatchError if any patch drifted."""
+    """Print the per-patch state; raise PatchError if a patch's file is missing or drifted."""
     results = run_check(ps, root)
     out.print(render(results, title=f"{ps.name}: {root} (check)"))
     out.print(summary(results, "check"))
+    missing = [r for r in results if r.status is PatchStatus.MISSING]
     drifted = [r for r in results if r.status is PatchStatus.DRIFTED]
-    if drifted:
-        raise PatchError(
-            f"{len(drifted)} patch(es) of {ps.name!r} drifted in {root}: "
-            + ", ".join(f"{r.file} [{r.patch_id}]" for r in drifted),
-            hint="see the table above; run apply to get the expected snippets",
-        )
+    said = [f"{what} ({len(rs)} patch(es)): " + ", ".join(f"{r.file} [{r.patch_id}]" for r in rs)
+            for rs, what in ((missing, "missing files"), (drifted, "drifted")) if rs]
+    if said:
+        fixes = []
+        if missing:
+            fixes.append(f"check that {root} is a {ps.name} checkout at the commit the patch "
+                         "set was written for (those files are not in it)")
+        if drifted:
+            fixes.append(f"`cuforge patch {ps.name} {root}` (without --check) prints what "
+                         "each drifted patch expects and writes nothing; update the patch set "
+                         f"in {ps.directory} or check out the pinned commit")
+        raise PatchError(f"patch set {ps.name!r} in {root}: " + "; ".join(said),
+                         hint="; ".join(fixes))
     return 0

@@ -15,6 +15,7 @@ from cuforge.patching.model import Patch, PatchResult, PatchSet, PatchProbe, Pat
 from cuforge.patching.store import (STORE_DIRNAME, BackupStore, FileRecord, commit, read_bytes,
                                     sha256)
 
+UNMATCHED = (PatchStatus.DRIFTED, PatchStatus.MISSING)   # nothing is written while one is
 _ENCODING = "utf-8"
 _ERRORS = "surrogateescape"  # odd bytes survive a decode/encode round trip unchanged
 
@@ -30,7 +31,7 @@ def _encode(text: str | None) -> bytes | None:
 def _probe(patch: Patch, text: str | None) -> PatchProbe:
     """Probe one patch; an optional patch whose target is absent is *not needed*, not drifted."""
     probe = patch.op.probe(text)
-    if patch.optional and probe.status is PatchStatus.DRIFTED:
+    if patch.optional and probe.status in UNMATCHED:
         return PatchProbe(PatchStatus.NOT_NEEDED, f"optional, target not found: {probe.detail}")
     return probe
 
@@ -134,7 +135,7 @@ def _inside(root: Path, file: str) -> None:
 
 def _raise_on_drift(ps: PatchSet, tree: _Tree, probes: list[tuple[Patch, PatchProbe]]) -> None:
     """Raise one PatchError listing every drifted patch: file, reason and expected text."""
-    drifted = [(p, pr) for p, pr in probes if pr.status is PatchStatus.DRIFTED]
+    drifted = [(p, pr) for p, pr in probes if pr.status in UNMATCHED]
     if not drifted:
         return
     lines = [
@@ -144,9 +145,11 @@ def _raise_on_drift(ps: PatchSet, tree: _Tree, probes: list[tuple[Patch, PatchPr
             for p, pr in drifted
         ),
     ]
+    gone = any(pr.status is PatchStatus.MISSING for _, pr in drifted)
     raise PatchError(
         "\n".join(lines),
-        hint="the upstream files changed: check the pinned commit, or update the patch set",
+        hint=("a file is missing: is this the tree the set is for? " if gone else "")
+        + "the upstream files changed: check the pinned commit, or update the patch set",
     )
 
 

@@ -20,6 +20,8 @@ class PatchStatus(enum.Enum):
     APPLIED = "applied"
     NOT_APPLIED = "not applied"
     DRIFTED = "drifted"
+    MISSING = "missing"   # the file it edits is not in the tree (another tree, or a version
+                          # without it): nothing there to drift from
     # The upstream file already carries an equivalent fix (or an optional target is absent):
     # nothing to do, and nothing to revert.
     NOT_NEEDED = "not needed"
@@ -39,7 +41,8 @@ class Operation(Protocol):
     kind: str
 
     def probe(self, text: str | None) -> PatchProbe:
-        """Say whether the edit is applied, not applied, drifted or not needed in ``text``."""
+        """Say whether the edit is applied, not applied, drifted, missing (``text`` is None)
+        or not needed in ``text``."""
         ...
 
     def forward(self, text: str | None) -> str:

@@ -151,7 +151,7 @@ class RenameAttribute:
 
     def probe(self, text: str | None) -> PatchProbe:
         if text is None:
-            return PatchProbe(PatchStatus.DRIFTED, "the file does not exist")
+            return PatchProbe(PatchStatus.MISSING, "the file does not exist")
         uses = _renames(text, self.module, self.old, self.new)
         if uses:
             where = ", ".join(str(e.line) for e in uses)

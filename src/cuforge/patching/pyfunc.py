@@ -98,7 +98,7 @@ class ReplaceFunction:
 
     def probe(self, text: str | None) -> PatchProbe:
         if text is None:
-            return PatchProbe(PatchStatus.DRIFTED, "the file does not exist")
+            return PatchProbe(PatchStatus.MISSING, "the file does not exist")
         try:
             tree = ast.parse(text)
         except SyntaxError as err:

@@ -15,6 +15,7 @@ _STYLE = {
     PatchStatus.APPLIED: "green",
     PatchStatus.NOT_APPLIED: "yellow",
     PatchStatus.DRIFTED: "bold red",
+    PatchStatus.MISSING: "bold red",
     PatchStatus.NOT_NEEDED: "dim",
 }
 

@@ -57,7 +57,7 @@ class ReplaceText:
 
     def probe(self, text: str | None) -> PatchProbe:
         if text is None:
-            return PatchProbe(PatchStatus.DRIFTED, "the file does not exist")
+            return PatchProbe(PatchStatus.MISSING, "the file does not exist")
         for variant in self.variants:
             count = text.count(in_style(variant.replace, text))
             if count == 1:
@@ -124,7 +124,7 @@ class InsertInclude:
 
     def probe(self, text: str | None) -> PatchProbe:
         if text is None:
-            return PatchProbe(PatchStatus.DRIFTED, "the file does not exist")
+            return PatchProbe(PatchStatus.MISSING, "the file does not exist")
         lines = [_bare(line) for line in text.splitlines()]
         if lines.count(self.line) == 1:
             return PatchProbe(PatchStatus.APPLIED)

@@ -155,8 +155,9 @@ def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:
     said = ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k)) or "nothing to build"
     line = Text()
     line.append(f"{executor.plan.combo.id}: ", style="bold")
-    line.append(f"{said} in {duration(seconds)}; wheelhouse {executor.plan.wheel_dir} "
-                f"(manifest.txt); logs {log_dir}")
+    table = executor.plan.wheel_dir / "manifest.txt"   # named only where it was written
+    line.append(f"{said} in {duration(seconds)}; wheelhouse {executor.plan.wheel_dir}"
+                + (" (manifest.txt)" if table.is_file() else "") + f"; logs {log_dir}")
     return line
 
 
@@ -171,7 +172,7 @@ class Executor(WheelSources, Gate, ActionHandlers):
                                                                      log_dir)
         self.recipe_names = recipe_names   # never installed from an index (runtimedeps.split)
         self.run_env = env.target.step_env()   # what the env's Python needs to run (emulation)
-        self.house = Wheelhouse(plan.wheel_dir)
+        self.house = Wheelhouse(plan.wheel_dir, project.wheelhouse_named_by)
         self.house.recover()   # finish or undo a publish that a killed run left half-done
         self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
         self.env_lock = threading.Lock()

@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from enum import StrEnum
@@ -29,6 +31,7 @@ from cuforge.core import faults
 from cuforge.publish import index
 from cuforge.core.digest import sha256_of
 from cuforge.core.errors import VerifyError, WheelhouseError
+from cuforge.publish.writable import elsewhere, where
 
 MANIFEST = "manifest.jsonl"
 TABLE = "manifest.txt"
@@ -87,13 +90,30 @@ class Entry:
 
 
 class Wheelhouse:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, named_by: str = "") -> None:
         self.dir = directory
+        self.named_by = named_by   # --wheelhouse, CUFORGE_WHEELHOUSE, "": what an error names
 
     @property
     def lock(self) -> FileLock:
         self.dir.mkdir(parents=True, exist_ok=True)
         return FileLock(str(self.dir / ".lock"))
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The lock, held; a directory that cannot hold it (read-only, not ours) is a
+        WheelhouseError, not a traceback (the commands ask ``writable`` first)."""
+        try:
+            lock = self.lock
+            lock.acquire()
+        except OSError as err:
+            raise WheelhouseError(f"cannot write to {where(self.dir, self.named_by)}: "
+                                  f"{err.strerror or err}; nothing was written",
+                                  hint=elsewhere(self.named_by)) from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def publish(self, wheel: Path | None, entry: Entry) -> Entry:
         """Put ``wheel`` (if any) and its ``entry`` into the wheelhouse: both or neither, even
@@ -114,7 +134,7 @@ class Wheelhouse:
 
     def recover(self) -> None:
         """Finish or undo what a killed publish left behind (cheap when nothing is there)."""
-        with self.lock:
+        with self._locked():
             self._recover()
 
     def _recover(self) -> None:
@@ -144,7 +164,7 @@ class Wheelhouse:
 
     def write_index(self) -> index.IndexTree:
         """Write (or rewrite) this directory's index under the lock: ``cuforge index``."""
-        with self.lock:
+        with self._locked():
             return index.rewrite(self.dir)
 
     def _refresh_index(self) -> None:
@@ -165,10 +185,10 @@ class Wheelhouse:
             if incoming is not None:
                 incoming.unlink(missing_ok=True)
             raise WheelhouseError(
-                f"cannot write to the wheelhouse {self.dir}: {err.strerror or err}; "
+                f"cannot write to {where(self.dir, self.named_by)}: {err.strerror or err}; "
                 "nothing was published",
-                hint="free disk space there (or point CUFORGE_WHEELHOUSE elsewhere) and run "
-                "the same command again") from None
+                hint=f"free disk space there (or {elsewhere(self.named_by)}) and run the "
+                "same command again") from None
 
     def verified(self, entry: Entry) -> Path:
         """The path of ``entry``'s wheel, after checking it still has the sha256 its manifest
@@ -275,7 +295,12 @@ def _readable(path: str | Path) -> None:
     os.chmod(path, 0o644 & ~umask)
 
 
-def write_indexes(paths: list[Path]) -> list[index.IndexTree]:
-    """``cuforge index``: every wheel under ``paths`` checked first, then one index per
-    wheel directory, each written under its wheelhouse lock."""
-    return [Wheelhouse(d).write_index() for d in index.checked_dirs(paths)]
+def write_indexes(paths: list[Path], named_by: str = "") -> list[index.IndexTree]:
+    """``cuforge index``: every wheel under ``paths`` checked first, and every directory
+    asked whether it can be written (``named_by`` chose them), then one index per wheel
+    directory, each written under its wheelhouse lock."""
+    from cuforge.publish.writable import check_writable
+    dirs = index.checked_dirs(paths)
+    for d in dirs:
+        check_writable(d, named_by)
+    return [Wheelhouse(d, named_by).write_index() for d in dirs]

@@ -53,6 +53,7 @@ class Setup:
     target: Target                       # where the combo's code runs (cuforge.target)
     # the checkout as a source: the packages it holds build from it (None: --pinned)
     checkout: UserCheckout | None = None
+    wheelhouse_option: str = ""          # " --wheelhouse DIR" when the user gave one
 
 
 def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
@@ -77,8 +78,10 @@ def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
         n for n in (*stack.packages, *stack.optional)
         if req.rebuild or n in required or not _failed(latest.get(n)))
     checkout = None if req.pinned or not stack.repo else UserCheckout(stack.repo, req.checkout)
+    given = (f" --wheelhouse {project.wheel_root}"
+             if project.wheelhouse_named_by == "--wheelhouse" else "")
     return Setup(stack, combo, tuple(order), to_build, missing, house, required, target,
-                 checkout)
+                 checkout, given)
 
 
 def usable(house: Wheelhouse, entry: Entry | None) -> bool:
@@ -97,6 +100,7 @@ def installable(p: Setup) -> tuple[list[tuple[Recipe, Path]], list[str]]:
     latest = p.house.latest()
     wheels: list[tuple[Recipe, Path]] = []
     left_out: list[str] = []
+    missing: list[str] = []   # every one named at once, with one command that builds them
     for r in p.recipes:
         entry = latest.get(r.name)
         usable = (entry is not None and entry.status.has_wheel
@@ -109,8 +113,12 @@ def installable(p: Setup) -> tuple[list[tuple[Recipe, Path]], list[str]]:
             why = entry.reason.splitlines()[0] if entry and entry.reason else "no wheel"
             left_out.append(f"{r.name} (optional: {why})")
         else:
-            raise MissingWheelError(f"{r.name} has no wheel in {p.house.dir}",
-                             hint=f"cuforge build --combo {p.combo.id} --only {r.name}")
+            missing.append(r.name)
+    if missing:
+        have = "has" if len(missing) == 1 else "have"
+        raise MissingWheelError(f"{', '.join(missing)} {have} no wheel in {p.house.dir}",
+                                hint=f"build them: cuforge build --combo {p.combo.id} "
+                                     f"--only {','.join(missing)}{p.wheelhouse_option}")
     return wheels, left_out
 
 

@@ -53,7 +53,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     spent = Phases()
     with spent("deciding"):   # the combo interpreter's torch is asked here
         # refused before anything is written, by the dry run as by the run
-        check_setup(req, load_stack(project, req.stack))
+        check_setup(project, req, load_stack(project, req.stack))
         target = resolve(project, req.combo)   # once: the build and the venv read it
         target.require_usable()
         p = decide(project, req, target)
