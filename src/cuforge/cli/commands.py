@@ -182,7 +182,7 @@ def cmd_setup(args) -> int:
                        jobs=args.jobs or default_jobs(), rebuild=args.rebuild,
                        no_build=args.no_build, src_overrides=_src_overrides(args.src),
                        requirements=not args.no_requirements, team_wheels=args.wheels,
-                       pinned=args.pinned,
+                       pinned=args.pinned, stress=args.stress, sanitize=args.sanitize,
                        index=IndexOptions(tuple(d.expanduser().resolve() for d in args.find_links),
                                           args.no_index))
     return setup(_project(args), req)

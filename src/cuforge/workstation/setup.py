@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -111,7 +112,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         now["step"] = f"patching {req.checkout}"
         with spent("patch"):
             _patch(project, req, p.stack, out)
-        write_env(req.venv, p.stack)
+        write_env(req.venv, settled(p))
         out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
                        f"{req.venv / 'bin' / 'activate'})"))
         now["step"] = "the model stage"
@@ -258,6 +259,13 @@ class Phases:
         return ", ".join([*shown, f"other {max(0.0, total - inside):.1f} s"])
 
 
+def settled(p: Setup) -> Stack:
+    """The stack with each evidence-driven variable decided by the wheelhouse's latest
+    entries (a wheel that passed its stress keeps spconv's fast algorithms)."""
+    checks = {name: entry.checks for name, entry in p.house.latest().items()}
+    return replace(p.stack, env=tuple(var.settle(checks) for var in p.stack.env))
+
+
 def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float:
     """Build what is missing; the seconds its checks took."""
     from cuforge.pipeline.executor import build
@@ -271,7 +279,8 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
                                           packages=p.to_build, jobs=req.jobs,
                                           rebuild=req.rebuild, keep_going=True,
                                           src_overrides=req.src_overrides,
-                                          checkout=p.checkout,
+                                          checkout=p.checkout, stress=req.stress,
+                                          sanitize=req.sanitize,
                                           team_wheels=req.team_wheels),
                     on_report=lambda r: jsonout.update(build=r))
     needed = [e.package for e in outcome.failed if e.package in p.required]
