@@ -98,6 +98,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                  tests_src: dict[str, Path] | None = None) -> int:
     from cuforge.publish.index import has_index, verify_index
     from cuforge.verify import context_from, host, render_table, reports_to_json, verify_wheel
+    from cuforge.verify.report import outcome_line
     from cuforge.verify.wheel import package_name
     for path in paths:   # first: reading bytes, no env; a stale index fails what installs from it
         if path.is_dir() and has_index(path):
@@ -133,9 +134,9 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
             if suites is not None:
                 imported = report.result("import")
                 result = suites.run(wheel, recipe, deps, imported_ok=bool(
-                    imported and imported.status != "fail"), tmp=Path(tmp))
+                    imported and not imported.failed), tmp=Path(tmp))
                 report.results.append(result)
-                if recorded is not None and recorded.status == "pass":
+                if recorded is not None and not recorded.failed:
                     record_check(wheel, result)   # the manifest line gains the verdict
             reports.append(report)
     verified_wheels = len(reports)   # the model rows below are not wheels
@@ -145,16 +146,14 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
         print(reports_to_json(reports))
     else:
         make_console().print(render_table(reports))
-    failed = [r.package for r in reports if not r.ok]
     # the last line: on stderr with --json, whose stdout is one JSON document
     make_console(stderr=as_json).print(Text(
         f"verified {plural(verified_wheels, 'wheel')}"
         + (f" and {plural(len(reports) - verified_wheels, 'model row')}"
            if len(reports) > verified_wheels else "")
-        + f" in {duration(time.monotonic() - started)}: "
-        + (f"{len(failed)} FAILED ({', '.join(failed)})" if failed else "all ok")),
+        + f" in {duration(time.monotonic() - started)}: {outcome_line(reports)}"),
         soft_wrap=True)
-    tampered = [r for r in reports if (m := r.result("manifest")) and m.status == "fail"]
+    tampered = [r for r in reports if (m := r.result("manifest")) and m.failed]
     if tampered:
         raise VerifyError("\n".join(r.result("manifest").detail for r in tampered),
                           hint="do not install it; rebuild it (cuforge build --only PKG "
