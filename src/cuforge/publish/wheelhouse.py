@@ -200,7 +200,7 @@ class Wheelhouse:
                 except ValueError as err:   # a word no check says: never read as a pass
                     raise WheelhouseError(
                         f"{path}, line {number}: {err}",
-                        hint="that line was not written by cuforge: delete it, or rebuild "
+                        hint="cuforge did not write that line: delete it, then rebuild "
                         f"the package (cuforge build --only {data.get('package', 'PKG')} "
                         "--rebuild)") from None
         return out
