@@ -69,6 +69,7 @@ def cmd_build(args) -> int:
         prefer_prebuilt=args.prefer_prebuilt,
         arch_policy=ArchPolicy(args.arch_policy) if args.arch_policy else None,
         skip_smoke=args.skip_smoke, rebuild=args.rebuild, upstream_tests=args.upstream_tests,
+        stress=args.stress, sanitize=args.sanitize,
         one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
         cache=parse_spec(args.cache, "--cache") if args.cache else "",
         scheduler=args.scheduler)
@@ -130,7 +131,8 @@ def cmd_verify(args) -> int:
     return verify_paths(_project(args), _combo(args, arches=_arches(args)), args.paths,
                         as_json=args.json, arches_given=bool(_arches(args)),
                         models=args.models, upstream_tests=args.upstream_tests,
-                        tests_src=dict(_src_overrides(args.tests_src)))
+                        tests_src=dict(_src_overrides(args.tests_src)),
+                        stress=args.stress, sanitize=args.sanitize)
 
 
 def cmd_doctor(args) -> int:

@@ -74,6 +74,7 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--skip-smoke", action="store_true", help="do not run kernel smoke tests")
     b.add_argument("--upstream-tests", action="store_true",
                    help="last stage: run each recipe's [upstream_tests] suite on its wheel")
+    _stress_args(b)
     b.add_argument("--rebuild", action="store_true",
                    help="rebuild packages whose wheel in the wheelhouse is up to date")
     b.add_argument("--one-at-a-time", action="store_true",
@@ -117,6 +118,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help="also run each stack's miniature model with all the wheels together")
     v.add_argument("--upstream-tests", action="store_true",
                    help="also run each recipe's [upstream_tests] suite against its wheel")
+    _stress_args(v)
     v.add_argument("--tests-src", action="append", default=[], metavar="NAME=DIR",
                    help="take NAME's suite from DIR (the tree its `path` is relative to) "
                         "instead of fetching it")
@@ -303,3 +305,12 @@ def _combo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--combo", default="", help="a combo by name (e.g. 3.12-cu130, h200)")
     p.add_argument("--interpreter", default="",
                    help="use this existing Python (with torch) instead of a venv")
+
+
+def _stress_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stress", action="store_true",
+                   help="also run each recipe's [stress]: its GPU path repeated with every result "
+                        "checked (minutes; spconv's is sized to see a 1e-4 per-call fault)")
+    p.add_argument("--sanitize", action="store_true",
+                   help="also run each [stress] short under compute-sanitizer memcheck (0 errors "
+                        "required; PyPI's nvidia-cuda-sanitizer-api holds the binary)")

@@ -44,6 +44,7 @@ class Accel:
     toolkit_wheels: tuple[str, ...]
     toolkit: ToolkitSource = ToolkitSource.PYPI   # its combos' nvcc unless they say otherwise
     torch_libs: tuple[str, ...] = ()   # site-packages/nvidia/<dir>s of torch's CUDA wheels
+    cccl_overlay: str = ""   # a newer nvidia-cuda-cccl whose headers come first (env/cccl.py)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ def load_accels(project: Project) -> dict[str, Accel]:
             toolkit_wheels=tuple(row.get("toolkit_wheels", ())),
             toolkit=ToolkitSource.parse(row.get("toolkit", "pypi"), f"accels.toml [{tag}]"),
             torch_libs=tuple(row.get("torch_libs", ())),
+            cccl_overlay=row.get("cccl_overlay", ""),
         )
     return accels
 

@@ -30,6 +30,8 @@ class BuildRequest:
     cache: str = ""                # compiler cache override: off | local | dist | <dir> | redis://...
     scheduler: str = ""            # --scheduler URL: the sccache-dist scheduler (--cache dist)
     upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
+    stress: bool = False           # last stage: each recipe's [stress] on its wheel
+    sanitize: bool = False         # ... short, under compute-sanitizer memcheck
     team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
     target: Target | None = None   # decided by the caller already (setup); else by build()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from cuforge.env import emulation, hostcxx
+from cuforge.env import cccl, emulation, hostcxx
 from cuforge.core import faults
 
 from cuforge.config.combos import Combo, ToolkitSource
@@ -128,7 +128,7 @@ def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
         _check_torch(info, combo)
         if not reused:
             _note_unpredicted(info, combo)
-        toolkit = _toolkit(combo, info, root / "cuda", target)
+        toolkit = _toolkit(combo, info, root / "cuda", target, state_dir=state_dir)
         if target.emulator is not None:   # its compilers: this machine's build (emulation.toml)
             emulation.install_native_tools(target.emulator, info.site_packages, toolkit.root,
                                            root / "native-tools", log=log, verbose=verbose)
@@ -160,7 +160,7 @@ def inspect(state_dir: Path, combo: Combo, target: Target) -> ComboEnv | None:
     root = env_dir(state_dir, combo)
     info = probe_venv(root, env=target.step_env(), remember=False)
     _check_torch(info, combo)
-    toolkit = _toolkit(combo, info, root / "cuda", target, assemble=False)
+    toolkit = _toolkit(combo, info, root / "cuda", target, assemble=False, state_dir=state_dir)
     return ComboEnv(combo, info, toolkit, root, True, target)
 
 
@@ -172,7 +172,7 @@ def predicted(state_dir: Path, combo: Combo, target: Target) -> ComboEnv:
     cuda = combo.accel.cuda
     info = expected(root, combo.python, combo.torch, combo.accel.tag,
                     f"{cuda.major}.{cuda.minor}", target.machine, combo.accel.torch_libs)
-    toolkit = _toolkit(combo, info, root / "cuda", target, assemble=False)
+    toolkit = _toolkit(combo, info, root / "cuda", target, assemble=False, state_dir=state_dir)
     return ComboEnv(combo, info, toolkit, root, False, target)
 
 
@@ -236,14 +236,16 @@ def _existing_interpreter(state_dir: Path, combo: Combo, target: Target, *,
               file=sys.stderr)
     _check_torch(info, combo, exact_torch=False)
     slot = hashlib.sha1(str(info.python).encode()).hexdigest()[:8]
-    toolkit = _toolkit(combo, info, state_dir / "toolkits" / slot, target, assemble=assemble)
+    toolkit = _toolkit(combo, info, state_dir / "toolkits" / slot, target, assemble=assemble,
+                       state_dir=state_dir)
     return ComboEnv(replace(combo, torch=info.torch), info, toolkit, None, True, target)
 
 
 def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
-             assemble: bool = True) -> Toolkit:
+             assemble: bool = True, state_dir: Path) -> Toolkit:
     """The env's toolkit; without ``assemble``, where it is (or will be) and its version, with
-    nothing written (``--dry-run``)."""
+    nothing written (``--dry-run``). The accel's CCCL overlay (env/cccl.py) comes first on its
+    include path."""
     run_env = dict(target.step_env())   # the env's own nvcc is the target's program
     if target.toolkit is ToolkitSource.SYSTEM:
         toolkit = find_system_toolkit(combo.accel.cuda)
@@ -258,6 +260,11 @@ def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
                                 search=dict(target.step_env()).get("PATH"))
     if note:
         print(f"note: {note}", file=sys.stderr)
+    overlay = cccl.overlay_spec(combo.accel.cccl_overlay)
+    if overlay:
+        inc = (cccl.ensure_overlay(state_dir, overlay, info.python) if assemble else
+               cccl.overlay_include(cccl.overlay_dir(state_dir, overlay)))
+        toolkit = replace(toolkit, include_dirs=(inc, *toolkit.include_dirs))
     return replace(toolkit, host=host)
 
 

@@ -85,6 +85,8 @@ def build(project: Project, req: BuildRequest) -> BuildOutcome:
             from cuforge.pipeline.upstream_stage import upstream_stage
             upstream_stage(project, env, build_plan.wheel_dir, outcome.entries,
                            {r.name: r for r in order}, dict(req.src_overrides), console)
+        if req.stress or req.sanitize:
+            _stress(project, req, env, build_plan.wheel_dir, outcome.entries, order)
     except CuforgeError:   # a failed package stopped the build: the summary still counts
         _print_results(executor, log_dir, time.monotonic() - t0)
         raise
@@ -100,6 +102,25 @@ def _print_results(executor: Executor, log_dir: Path, seconds: float) -> None:
                                        [p.name for p in plan.packages], executor.results,
                                        executor.current, plan.wheel_dir))
     console.print(summary_line(executor, log_dir, seconds), soft_wrap=True)
+
+
+def _stress(project: Project, req: BuildRequest, env, wheel_dir: Path, entries, order) -> None:
+    """The stress stage (full with --stress, short under memcheck with --sanitize; both when
+    both are asked); a failed stress fails the build as a failed check does (exit 7)."""
+    from cuforge.core.errors import VerifyError
+    from cuforge.pipeline.stress_stage import stress_stage
+    recipes = {r.name: r for r in order}
+    results = [*(stress_stage(project, env, wheel_dir, entries, recipes, console)
+                 if req.stress else []),
+               *(stress_stage(project, env, wheel_dir, entries, recipes, console, sanitize=True)
+                 if req.sanitize else [])]
+    failed = [r for r in results if r.failed]
+    if failed:
+        raise VerifyError(f"{len(failed)} stress run(s) failed: "
+                          + "; ".join(r.summary for r in failed),
+                          hint="the wheel is published but gave wrong results or faulted under "
+                          "repetition: see docs/troubleshooting.md (spconv: SPCONV_DO_SORT=0, "
+                          "ConvAlgo.Native)")
 
 
 def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:

@@ -23,7 +23,7 @@ from cuforge.core.digest import sha256_of
 from cuforge.core.errors import BuildError, CuforgeError, VerifyError
 from cuforge.core.project import Project
 from cuforge.core.runner import listen, run
-from cuforge.env import builddeps, venv
+from cuforge.env import builddeps, cccl, venv
 from cuforge.pipeline import compiler_cache
 from cuforge.pipeline.plan import PackagePlan, Plan
 from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
@@ -95,7 +95,9 @@ class Gate:
                                                                        pkg.policy)))),
             recipe_digest=dict(pkg.inputs)["recipe"], plan_key=pkg.key,   # as planned
             compiler_cache=self.cache_reports[pkg.name].as_dict() if how is Status.COMPILED else {},
-            runtime_installed=self.runtime.get(upstream, []))   # keyed before pinning
+            runtime_installed=self.runtime.get(upstream, []),   # keyed before pinning
+            cccl=cccl.version_in([*self.env.toolkit.include_dirs, *self.env.info.nvidia_include])
+            if how is Status.COMPILED else "")
         if runner.stopping():   # interrupted while this thread verified: publish nothing
             raise BuildError(f"{recipe.name}: interrupted before it was published")
         self.house.publish(wheel, entry)

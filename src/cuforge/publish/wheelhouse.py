@@ -77,6 +77,7 @@ class Entry:
     compiler_cache: dict = field(default_factory=dict)   # storage, hits, misses, hit_rate
     upstream_wheel: str = ""           # the wheel as built, before its pins were written in
     requires: list[str] = field(default_factory=list)    # its Requires-Dist as published
+    cccl: str = ""                     # the CCCL (CUB/Thrust) version its compiles saw
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def __post_init__(self) -> None:   # a line read back: a Status, and CheckResults (older

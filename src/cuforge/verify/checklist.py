@@ -69,7 +69,10 @@ TABLE: tuple[Check, ...] = (
     Check("smoke", gates_prebuilt=True),
     Check("pins", per_wheel=False),
     Check("manifest", per_wheel=False),
+    Check("cccl", per_wheel=False),
     Check("upstream-tests", per_wheel=False, explain_pass=True),
+    Check("stress", per_wheel=False),
+    Check("sanitize", per_wheel=False),
 )
 
 BY_NAME = {c.name: c for c in TABLE}

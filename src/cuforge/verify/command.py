@@ -95,7 +95,8 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
 
 def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: bool,
                  arches_given: bool, models: bool = False, upstream_tests: bool = False,
-                 tests_src: dict[str, Path] | None = None) -> int:
+                 tests_src: dict[str, Path] | None = None, stress: bool = False,
+                 sanitize: bool = False) -> int:
     from cuforge.publish.index import has_index, verify_index
     from cuforge.verify import context_from, host, render_table, reports_to_json, verify_wheel
     from cuforge.verify.report import outcome_line
@@ -112,6 +113,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     reports = []
     suites = (UpstreamStage(project, env.python, combo, tests_src or {},
                             run_env=env.target.step_env()) if upstream_tests else None)
+    stages = _stress_stages(project, env, stress=stress, sanitize=sanitize)
     started, now = time.monotonic(), {"wheel": ""}
     beat = timed(lambda: f"verify: {now['wheel']}, {len(reports) + 1} of {len(wheels)}")
     hosted = host.serving(env.python, env.target.step_env(), enabled=not env.target.emulated)
@@ -129,6 +131,8 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                                   dependency_paths=deps)
             if (recorded := manifest_check(wheel)) is not None:
                 report.results.append(recorded)
+            if (built_with := cccl_check(wheel)) is not None:
+                report.results.append(built_with)
             if (pinned := wheelmeta.check(wheel)) is not None:   # in <cuXYZ>/torch<V>-cp<XY>
                 report.results.append(pinned)
             if suites is not None:
@@ -138,6 +142,13 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
                 report.results.append(result)
                 if recorded is not None and not recorded.failed:
                     record_check(wheel, result)   # the manifest line gains the verdict
+            for stage in stages:
+                imported = report.result("import")
+                result = stage.run(wheel, recipe, deps, imported_ok=bool(
+                    imported and not imported.failed), tmp=Path(tmp))
+                report.results.append(result)
+                if recorded is not None and not recorded.failed:
+                    record_check(wheel, result)
             reports.append(report)
     verified_wheels = len(reports)   # the model rows below are not wheels
     if models:
@@ -161,6 +172,14 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, as_json: 
     return 0 if all(r.ok for r in reports) else 7
 
 
+def _stress_stages(project: Project, env, *, stress: bool, sanitize: bool) -> list:
+    """The stress stages asked for: the full run, the short one under compute-sanitizer (made
+    first, so a missing sanitizer stops verify before any check runs)."""
+    from cuforge.pipeline.stress_stage import StressStage
+    return [*([StressStage(project, env)] if stress else []),
+            *([StressStage(project, env, sanitize=True)] if sanitize else [])]
+
+
 def manifest_check(wheel: Path):
     """A wheel inside a cuforge wheelhouse must still have the bytes its manifest line
     recorded (sha256): anything else was altered or replaced after verification."""
@@ -175,6 +194,24 @@ def manifest_check(wheel: Path):
     return CheckResult("manifest", "fail", f"{wheel} has sha256 {digest}, but the manifest "
                        f"recorded {recorded[-1].wheel_sha256}: its bytes changed after it was "
                        "verified")
+
+def cccl_check(wheel: Path):
+    """``warn`` when the manifest says the wheel was compiled against a CCCL with a known fault
+    (data/cccl.toml), ``pass`` for a clean one; None when no CCCL was recorded (prebuilt, or a
+    manifest line older than the field)."""
+    from cuforge.env.cccl import known_faults
+    from cuforge.verify import CheckResult
+    recorded = [e for e in Wheelhouse(wheel.parent).entries() if e.wheel == wheel.name]
+    version = recorded[-1].cccl if recorded else ""
+    if not version:
+        return None
+    faults = known_faults(version)
+    if not faults:
+        return CheckResult("cccl", "pass", f"built with CCCL {version}: no known fault")
+    return CheckResult("cccl", "warn", f"built with CCCL {version}, which has "
+                       + "; ".join(faults) + " (rebuild: cu130 builds take CCCL 3.1 first, "
+                       "envs/accels.toml cccl_overlay)")
+
 
 def _requested_from_manifest(wheel: Path):
     """The arch list the wheel was built for, when it sits in a cuforge wheelhouse."""

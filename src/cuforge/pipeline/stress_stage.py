@@ -1,0 +1,83 @@
+"""Recipes' ``[stress]``: each package's repeated GPU workload run on its wheel, by ``cuforge
+verify --stress`` and as a build's (or setup's) last stage (``build --stress``), optionally
+short and under compute-sanitizer (``--sanitize``). The verdict is recorded in the manifest."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from cuforge.core.project import Project
+from cuforge.pipeline.upstream_stage import dependency_roots, record_check
+from cuforge.verify.report import CheckResult
+from cuforge.verify.stress import CHECK, SANITIZE_CHECK, find_sanitizer, run_stress
+
+
+class StressStage:
+    """Runs recipes' ``[stress]`` scripts for wheels; asks for a GPU once. ``sanitize``: the
+    short run under compute-sanitizer instead of the full one (the binary is found before
+    anything runs, so a missing one is one clear error, exit 3)."""
+
+    def __init__(self, project: Project, env, *, sanitize: bool = False):
+        self.project, self.python = project, Path(env.python)
+        self.env = dict(env.target.step_env())   # what ``python`` needs (emulation's variables)
+        self.no_device = env.target.no_device
+        self.sanitizer = None
+        if sanitize:
+            extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+            self.sanitizer = find_sanitizer([env.info.site_packages, *extra],
+                                            env.toolkit.root / "bin")
+        self._gpu: bool | None = None
+
+    def gpu_visible(self) -> bool:
+        if self._gpu is None:
+            from cuforge.verify.smoke import Device, probe_device
+            self._gpu = not self.no_device and isinstance(
+                probe_device(self.python, env=self.env), Device)
+        return self._gpu
+
+    def run(self, wheel: Path, recipe, dependency_paths: list[Path], *, imported_ok: bool,
+            tmp: Path) -> CheckResult:
+        from cuforge.verify.wheel import import_roots, unpack
+        rule = recipe.stress if recipe else None
+        check = CHECK if self.sanitizer is None else SANITIZE_CHECK
+        if rule is None:
+            return CheckResult(check, "skipped", "skipped: the recipe declares no [stress] "
+                               "(docs/packages.md says which packages have one and why)")
+        if not imported_ok:
+            return CheckResult(check, "skipped", "skipped: the wheel does not import")
+        if not self.gpu_visible():
+            why = self.no_device or f"torch.cuda.is_available() is False in {self.python}"
+            return CheckResult(check, "skipped", f"skipped: no GPU ({why}); the stress did "
+                               "not run")
+        unpacked = unpack(wheel, tmp / f"stress-{wheel.name}")
+        return run_stress(self.python, rule, rule.path(self.project, recipe.name),
+                          [*import_roots(unpacked), *dependency_paths],
+                          sanitizer=self.sanitizer, env=self.env)
+
+
+def stress_stage(project: Project, env, house_dir: Path, entries, recipes: dict, console,
+                 *, sanitize: bool = False) -> list[CheckResult]:
+    """A build's last stage (``build --stress``): each built or prebuilt wheel whose recipe has
+    a ``[stress]``, its verdict printed and recorded in the manifest. Returns the results."""
+    from packaging.utils import canonicalize_name
+
+    from cuforge.verify.report import verdict_line
+    by_name = {canonicalize_name(n): r for n, r in recipes.items()}
+    wheels = {e.package: house_dir / e.wheel for e in entries
+              if e.status.has_wheel and e.wheel}
+    by_package = {canonicalize_name(n): w for n, w in wheels.items()}
+    stage = StressStage(project, env, sanitize=sanitize)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="cuforge-stress-") as tmp:
+        for name, wheel in wheels.items():
+            recipe = recipes.get(name)
+            if recipe is None or recipe.stress is None:
+                continue
+            deps = dependency_roots(recipe, by_name, by_package, Path(tmp))
+            result = stage.run(wheel, recipe, deps, imported_ok=True, tmp=Path(tmp))
+            record_check(wheel, result)
+            results.append(result)
+            console.print(verdict_line(name, [result], reason_width=200))
+    return results

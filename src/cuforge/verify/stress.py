@@ -1,0 +1,138 @@
+"""The stress check (``stress``): a recipe's repeated, randomized GPU workload on its wheel, and
+the same workload, short, under compute-sanitizer (``--sanitize``).
+
+One smoke run cannot see a fault that strikes once in thousands of calls (the DGX Spark
+report's spconv crash). A stress script repeats the package's GPU path with every result
+checked and prints, per section, calls and failures; it follows the smoke protocol (exit 0
+pass, 77 skipped, anything else fail; the last line says why). How many calls find a fault of
+a given per-call rate is ``calls_for``:
+
+>>> calls_for(1e-4, 0.95)
+29956
+
+Under ``--sanitize`` the script's ``short_args`` run under ``compute-sanitizer --tool memcheck``
+(PyPI's ``nvidia-cuda-sanitizer-api`` holds it: no system CUDA needed); the check passes only
+with 0 errors:
+
+>>> sanitizer_errors("========= ERROR SUMMARY: 0 errors\\n")
+0
+>>> sanitizer_errors("========= ERROR SUMMARY: 3 errors\\n")
+3
+>>> sanitizer_errors("no summary") is None
+True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cuforge.config.stress import StressRule
+from cuforge.core.errors import ToolchainError
+from cuforge.verify._proc import describe_exit, last_error_line, run_python
+from cuforge.verify.report import CheckResult, CheckStatus
+from cuforge.verify.smoke import _LAUNCHER, smoke_verdict
+
+CHECK = "stress"
+SANITIZE_CHECK = "sanitize"   # the short run under compute-sanitizer: a result of its own
+SANITIZER = "compute-sanitizer"
+SANITIZER_FIX = ("pip install 'nvidia-cuda-sanitizer-api==13.0.*' into the combo's env (it "
+                 "holds nvidia/cu13/bin/compute-sanitizer), or set CUFORGE_COMPUTE_SANITIZER "
+                 "to the binary")
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+
+
+def calls_for(rate: float, confidence: float) -> int:
+    """Independent calls needed to see at least one fault of per-call ``rate`` with
+    probability ``confidence``: the smallest n with 1 - (1 - rate)^n >= confidence."""
+    return math.ceil(math.log(1 - confidence) / math.log(1 - rate))
+
+
+def sanitizer_errors(output: str) -> int | None:
+    """The error count of compute-sanitizer's last ``ERROR SUMMARY`` line, None without one."""
+    found = _SUMMARY.findall(output)
+    return int(found[-1]) if found else None
+
+
+def find_sanitizer(site_dirs: Sequence[Path], toolkit_bin: Path | None = None) -> Path:
+    """compute-sanitizer: ``CUFORGE_COMPUTE_SANITIZER``, else the combo env's PyPI wheel
+    (``site-packages/nvidia/cu13/bin``), else the toolkit's ``bin/``, else PATH."""
+    if named := os.environ.get("CUFORGE_COMPUTE_SANITIZER"):
+        if Path(named).is_file():
+            return Path(named)
+        raise ToolchainError(f"CUFORGE_COMPUTE_SANITIZER names {named}, which is not a file",
+                             hint=SANITIZER_FIX)
+    candidates = [d / "nvidia" / sub / "bin" / SANITIZER for d in site_dirs
+                  for sub in ("cu13", "cuda_sanitizer_api")]
+    if toolkit_bin is not None:
+        candidates.append(toolkit_bin / SANITIZER)
+    for path in candidates:
+        if path.is_file():
+            return path
+    if found := shutil.which(SANITIZER):
+        return Path(found)
+    raise ToolchainError("--sanitize needs compute-sanitizer, and none was found (looked in "
+                         f"{', '.join(str(c.parent) for c in candidates) or 'no env'} and PATH)",
+                         hint=SANITIZER_FIX)
+
+
+def sanitized_verdict(returncode: int | None, stdout: str, stderr: str, *, seconds: float,
+                      timeout: float) -> CheckResult:
+    """The check's result for a run under memcheck: the script's own verdict, and 0 errors.
+
+    >>> sanitized_verdict(0, "pass: 40 calls\\n", "========= ERROR SUMMARY: 0 errors\\n",
+    ...                   seconds=61.0, timeout=600).detail
+    'passed under compute-sanitizer memcheck: 0 errors (61.0 s); 40 calls'
+    >>> sanitized_verdict(99, "", "========= ERROR SUMMARY: 2 errors\\n", seconds=5, timeout=600).failed
+    True
+    """
+    errors = sanitizer_errors(stdout + "\n" + stderr)
+    if returncode is None:
+        return CheckResult(SANITIZE_CHECK, "fail", f"timed out after {timeout:g} s under compute-sanitizer")
+    if errors:
+        found = [ln.strip() for ln in stderr.splitlines() + stdout.splitlines()
+                 if ln.startswith("=========") and ("Invalid" in ln or "Error" in ln)][:8]
+        return CheckResult(SANITIZE_CHECK, "fail", "\n".join([
+            f"compute-sanitizer memcheck: {errors} errors ({seconds:.1f} s)", *found]))
+    script = smoke_verdict(returncode if returncode != 99 else 1, stdout, stderr)
+    if script.status is not CheckStatus.PASS:
+        return CheckResult(SANITIZE_CHECK, script.status,
+                           f"{script.detail} (under compute-sanitizer)")
+    if errors is None:
+        return CheckResult(SANITIZE_CHECK, "fail", "compute-sanitizer printed no ERROR SUMMARY "
+                           f"({describe_exit(returncode)}): {last_error_line(stderr)}")
+    said = script.detail.removeprefix("passed").lstrip(": ")
+    return CheckResult(SANITIZE_CHECK, "pass", f"passed under compute-sanitizer memcheck: 0 errors "
+                       f"({seconds:.1f} s)" + (f"; {said}" if said else ""))
+
+
+def run_stress(python: Path, rule: StressRule, script: Path, paths: Sequence[Path], *,
+               sanitizer: Path | None = None, env: Mapping[str, str] | None = None) -> CheckResult:
+    """Run ``script`` (full, or short under ``sanitizer``) with the wheel importable from
+    ``paths``; the caller has made sure a GPU is visible."""
+    if not script.is_file():
+        return CheckResult(CHECK if sanitizer is None else SANITIZE_CHECK, "fail",
+                           f"stress script {script} not found")
+    launch = ["-c", _LAUNCHER, str(script.resolve())]
+    env = {**(env or {}), "PYTHONSAFEPATH": "1"}
+    started = time.monotonic()
+    if sanitizer is None:
+        outcome = run_python(python, [*launch, *rule.args], paths=paths, env=env,
+                             timeout=rule.timeout)
+        result = smoke_verdict(outcome.returncode, outcome.stdout, outcome.stderr,
+                               timeout=rule.timeout)
+        took = time.monotonic() - started
+        sections = [ln.strip() for ln in outcome.stdout.splitlines() if " calls, " in ln]
+        head, _, rest = result.detail.partition("\n")
+        return CheckResult(CHECK, result.status,
+                           "\n".join(filter(None, [f"{head} ({took:.1f} s)", *sections, rest])))
+    argv = ["--tool", "memcheck", "--error-exitcode", "99", "--print-limit", "20",
+            str(python), *launch, *rule.short_args]
+    outcome = run_python(sanitizer, argv, paths=paths, env=env, timeout=rule.sanitize_timeout)
+    return sanitized_verdict(outcome.returncode, outcome.stdout, outcome.stderr,
+                             seconds=time.monotonic() - started, timeout=rule.sanitize_timeout)
