@@ -146,3 +146,24 @@ def test_the_summary_counts_skipped_rows_as_skipped_and_says_why():
         "wheels; model:milo_tiny: the milo_tiny stack's spconv not among the wheels)")
     broken = WheelReport(Path("b.whl"), "b", [CheckResult("import", "fail", "x")])
     assert outcome_line([broken, wheel]) == "1 FAILED (b), 1 passed"
+
+
+def test_the_check_list_is_written_once_and_a_new_check_touches_six_files_at_most():
+    """The checks were listed in report.py, console.py, gate.py and plan.py, and a result
+    was compared with "fail" in 9 places: a new check touched ~12 files."""
+    import re
+    root = Path(__file__).resolve().parents[2]
+    spelled = [p.relative_to(root).as_posix() for p in (root / "src" / "cuforge").rglob("*.py")
+               if re.search(r'"abi",\s*"symbols"|abi, symbols, cudart', p.read_text())
+               and p.name != "checklist.py"]
+    assert spelled == [], spelled
+    compared = [p.name for p in (root / "src" / "cuforge").rglob("*.py")
+                if re.search(r'status [!=]= "(fail|pass|warn|skipped)"', p.read_text())]
+    assert compared == [], compared
+    doc = (root / "docs" / "adding-a-check.md").read_text()
+    table = doc.split("| file | what goes there |")[1].split("\n\n")[0]
+    files = re.findall(r"^\| `([^`]+)`", table, re.M)
+    assert 0 < len(files) <= 6, files
+    for name in files:   # each names a real place (the new check's own files: their folder)
+        where = root / name
+        assert where.parent.is_dir() if "<" in name else where.is_file(), name
