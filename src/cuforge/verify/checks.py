@@ -1,6 +1,6 @@
 """Where a recipe's wheel meets the verification layer (``cuforge.verify``): its smoke script,
-the package log's record of its checks, and the arches a wheel really embeds. The build (``pipeline.gate``) and ``cuforge verify``
-(``verify.command``) use them."""
+the package log's record of its checks, and the arches a wheel really embeds. The build
+(``pipeline.gate``) and ``cuforge verify`` (``verify.command``) use them."""
 
 from __future__ import annotations
 
