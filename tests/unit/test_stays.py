@@ -100,13 +100,14 @@ def test_following_a_build_request_does_not_grow(capsys):
     console.timed. 33 -> 29 (issue 42): the build's own slow phases use console.timed too
     (no heartbeat and clock of its own), "can this env be made" is one question of
     env/resolve (require_resolvable), and one atomic writer serves scripts, caches and the patch
-    store (core.atomic). 29 -> 32 (issue 50): the wheelhouse is asked whether it can be
+    store (core.atomic). 29 -> 34 (issue 50): the wheelhouse is asked whether it can be
     written before any work (publish.writable: a read-only or full one is exit 9 up front, not
     a traceback after the compile), the names of --only are taken as a person types them
-    (config.names: simple_knn, Spconv, "did you mean"), and the packages a setup's checkout
-    holds are built from it (config.checkout.with_checkout, after --src's selection; a plain
-    build has no checkout, but the tool counts only bool flags as off)."""
+    (config.names: simple_knn, Spconv, "did you mean"), the packages a setup's checkout holds
+    are built from it (config.checkout.with_checkout; a plain build has no checkout, but the
+    tool counts only bool flags as off), and the build ends with its results table
+    (pipeline.results, the result `-q build` prints)."""
     assert stays_tool.main(["cuforge.pipeline.executor:build"]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
     count = int(line.split(": ")[1].split()[0])
-    assert count <= 32, line
+    assert count <= 34, line

@@ -33,24 +33,26 @@ class EnvVar:
     value_if_passed: str = ""
     why_if_passed: str = ""
 
-    def settle(self, checks_of: dict[str, dict[str, str]]) -> EnvVar:
+    def settle(self, checks_of: dict[str, dict]) -> EnvVar:
         """This variable for a wheelhouse whose latest entries' checks are ``checks_of``
-        (package -> {check: "pass: ..."}).
+        (package -> {check: its result, with ``status`` and ``detail``}).
 
+        >>> from types import SimpleNamespace as R
         >>> v = EnvVar("ALGO", "native", "safe", "spconv:stress", "default", "it passed")
-        >>> v.settle({"spconv": {"stress": "pass: 29956 calls"}}).value
+        >>> v.settle({"spconv": {"stress": R(status="pass", detail="29956 calls")}}).value
         'default'
-        >>> v.settle({"spconv": {"stress": "skipped: no GPU"}}).value
+        >>> v.settle({"spconv": {"stress": R(status="skipped", detail="no GPU")}}).value
         'native'
         """
         if not self.passed:
             return self
         package, _, check = self.passed.partition(":")
-        said = str(checks_of.get(package, {}).get(check, ""))
-        if not said.startswith("pass"):
+        result = checks_of.get(package, {}).get(check)
+        if result is None or result.status != "pass":
             return self
+        said = str(result.detail).splitlines()[0] if result.detail else "passed"
         return EnvVar(self.name, self.value_if_passed,
-                      f"{self.why_if_passed} ({package}'s {check}: {said.splitlines()[0]})")
+                      f"{self.why_if_passed} ({package}'s {check}: {said})")
 
 
 @dataclass(frozen=True)
