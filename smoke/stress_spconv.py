@@ -200,11 +200,11 @@ def ptv3_like(algo):
     """A small PTv3-shaped sparse net: k=5 stem (kernel volume 125: NVRTC), k=3 subm blocks,
     a stride-2 down and its inverse."""
     import spconv.pytorch as spconv
-    from spconv.core import ConvAlgo
     c = 32
-    # MaskSplitImplicitGemm takes one mask word only (kernel volume <= 32): its stem is
-    # MaskImplicitGemm, which runs a 125-offset kernel through NVRTC
-    stem = ConvAlgo.MaskImplicitGemm if algo is ConvAlgo.MaskSplitImplicitGemm else algo
+    # the stem as PTv3 builds it: no algo given, so spconv's own choice, which is Native for a
+    # kernel volume over 32 (implicit GEMM there is NVRTC-compiled; cumm 0.8.2's NVRTC cannot
+    # find CUDA 13's cuda/std headers: docs/gpu-runs.md, session 22)
+    stem = None
     return spconv.SparseSequential(
         spconv.SubMConv3d(6, c, 5, padding=2, bias=False, indice_key="stem", algo=stem),
         torch.nn.ReLU(),
