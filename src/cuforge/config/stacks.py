@@ -12,12 +12,26 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from cuforge.config.names import as_known
-from cuforge.env.checkoutreqs import CheckoutRequirement
 from cuforge.core.errors import ConfigError
 from cuforge.core.project import Project
 
 _NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class CheckoutRequirement:
+    """One of the checkout's own requirements (installed by ``env.checkoutreqs``)."""
+
+    spec: str        # a PEP 508 requirement, as written
+    source: str      # where it comes from: "requirements.txt:3" or a README line
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(Requirement(self.spec).name)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from cuforge.config.arches import Arch, ArchList, ArchTarget
-from cuforge.verify.elf import ElfLib, demangle
+from cuforge.core.elf import ElfLib, demangle
 from cuforge.verify.report import CheckResult, Status, worst
 
 FATBIN_MAGIC = 0xBA55ED50

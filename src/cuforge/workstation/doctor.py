@@ -31,7 +31,7 @@ from cuforge.core.errors import ConfigError, CuforgeError
 from cuforge.core.project import Project
 from cuforge.config.recipes import load_recipes
 from cuforge.env.syslibs import missing_headers
-from cuforge.config.target import resolve
+from cuforge.env.target import resolve
 from cuforge.env.toolchain import NVCC_MEM_PER_JOB, default_jobs, mem_available
 from cuforge.publish.wheelhouse import MANIFEST, Wheelhouse
 
@@ -55,7 +55,7 @@ def wheel_runs_on(wheel: Path, device: Arch) -> WheelRun:
     """Read every ``.so``'s fatbin and rate the wheel for ``device``: ``native`` (exact SASS
     for all kernel groups), ``compatible`` (same-major older SASS), ``ptx`` (some group only
     has PTX: the driver JIT-compiles it at first launch), ``none`` (some group cannot run)."""
-    from cuforge.verify.elf import shared_objects
+    from cuforge.core.elf import shared_objects
     from cuforge.verify.fatbin import read_fatbin, runs_on
     from cuforge.verify.wheel import package_name, unpack
     counts: dict[str, int] = {}

@@ -29,10 +29,9 @@ from rich.console import Console
 from rich.text import Text
 
 from cuforge.config.checkout import UserCheckout, pinned_hint
-from cuforge.config.inputs import check_setup
 from cuforge.config.recipes import Recipe
 from cuforge.config.stacks import Stack, env_file_text, load_stack
-from cuforge.config.target import resolve
+from cuforge.env.target import resolve
 from cuforge.core import jsonout
 from cuforge.core.console import duration, heartbeat, make_console
 from cuforge.core.errors import BuildError, ConfigError, VerifyError
@@ -40,8 +39,8 @@ from cuforge.core.project import Project
 from cuforge.env.checkoutreqs import CheckoutRequirement, RequirementsOutcome, constraints
 from cuforge.workstation.activation import env_file, write_env
 from cuforge.workstation.checkout_build import drifts, require_patches_apply, source_lines
-from cuforge.workstation.decision import (Setup, SetupRequest, checkout_requirements, decide,
-                                          installable, name_version, usable)
+from cuforge.workstation.decision import (Setup, SetupRequest, check_setup, checkout_requirements,
+                                          decide, installable, name_version, usable)
 from cuforge.workstation.installs import (dist_version, install_checkout_requirements,
                                           install_wheels, missing_requirements, venv_with_torch)
 from cuforge.workstation.model_stage import model_stage
@@ -261,7 +260,7 @@ class Phases:
 def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float:
     """Build what is missing; the seconds its checks took."""
     from cuforge.pipeline.executor import build
-    from cuforge.config.request import BuildRequest
+    from cuforge.pipeline.request import BuildRequest
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
                    f"{', '.join(p.missing) or 'none'})"))
     _print_sources(project, req, p, out)

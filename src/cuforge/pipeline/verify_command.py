@@ -17,7 +17,7 @@ from cuforge.core.errors import ConfigError, VerifyError
 from cuforge.verify.checks import smoke_script
 from cuforge.core.project import Project
 from cuforge.config.recipes import load_recipes
-from cuforge.config.target import resolve
+from cuforge.env.target import resolve
 from cuforge.pipeline.upstream_stage import (CUDA_SUFFIX, UpstreamStage, dependency_roots,
                                              record_check, recipe_for)
 from cuforge.publish.wheelhouse import Wheelhouse
