@@ -9,7 +9,7 @@ from cuforge.config.arches import ArchPolicy
 from cuforge.config.inputs import check_jobs
 from cuforge.core import jsonout
 from cuforge.core.console import make_console
-from cuforge.core.errors import BuildError, ConfigError
+from cuforge.core.errors import BuildError, ConfigError, ToolchainError
 
 err_console = make_console(stderr=True)
 DEFAULT_PYTHON, DEFAULT_ACCEL = "3.11", "cu130"   # the combo without --combo/--python/--accel
@@ -262,7 +262,7 @@ def cmd_emulation(args) -> int:
     for f in findings:
         print(f"{emulation_setup.verdict(f.ok):7} {f.what}"
               + ("" if f.ok else f"\n        fix: {f.fix}"))
-    return 0 if all(f.ok for f in findings) else 3
+    return 0 if all(f.ok for f in findings) else ToolchainError.exit_code
 
 
 def cmd_resolve(args) -> int:

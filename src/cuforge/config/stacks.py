@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from packaging.utils import canonicalize_name
 from cuforge.config.names import as_known
 from cuforge.core.errors import ConfigError
 from cuforge.core.project import Project
+from cuforge.core.tomlfile import read_toml
 
 _NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -74,10 +74,7 @@ def load_stack(project: Project, name: str) -> Stack:
     if not path.is_file():
         raise ConfigError(f"no stack named {given!r} in {project.stacks_dir}{maybe}",
                           hint=f"known stacks: {', '.join(known) or 'none'}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    data = read_toml(path, "stack")
     head = data.get("stack", {})
     env = []
     for row in data.get("env", []):

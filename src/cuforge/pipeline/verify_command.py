@@ -170,7 +170,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
         raise VerifyError("\n".join(r.result("manifest").detail for r in tampered),
                           hint="do not install it; rebuild it (cuforge build --only PKG "
                           "--rebuild) or delete it and its manifest line")
-    return 0 if all(r.ok for r in reports) else 7
+    return 0 if all(r.ok for r in reports) else VerifyError.exit_code
 
 
 def _stress_stages(project: Project, env, *, stress: bool, sanitize: bool) -> list:

@@ -27,7 +27,7 @@ from cuforge.config.arches import Arch, parse_target
 from cuforge.config.combos import Combo, load_combos, select_combo
 from cuforge.core import jsonout
 from cuforge.core.console import make_console, plural, table, timed
-from cuforge.core.errors import ConfigError, CuforgeError
+from cuforge.core.errors import ConfigError, CuforgeError, ToolchainError
 from cuforge.core.project import Project
 from cuforge.config.recipes import load_recipes
 from cuforge.env.syslibs import missing_headers
@@ -168,7 +168,7 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
     jsonout.update(device=device[1] if device else None, judged=[c.id for c in judged],
                    checks=[{"check": c, "status": st, "detail": d} for c, st, d in rows],
                    wheelhouses=houses, cannot_run=cannot_run, problems=problems)
-    return 0 if problems == 0 else 3
+    return 0 if problems == 0 else ToolchainError.exit_code
 
 
 def _as_info(row: tuple[str, str, str], judged: bool) -> tuple[str, str, str]:
