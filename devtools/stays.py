@@ -226,7 +226,8 @@ def handed_off(call: ast.Call) -> ast.expr | None:
 
 def default_off(modules: dict[str, Module], module: str, request: str) -> frozenset[str]:
     """The request's flags that are off unless asked: its dataclass's ``bool = False`` fields
-    and ``str = ""`` options (``--wheels``, ``--cache`` not given) (the class is looked up where ``module`` imports it from, else in ``module``)."""
+    and ``str = ""`` options (``--wheels``, ``--cache`` not given); the class is looked up
+    where ``module`` imports it from, else in ``module``."""
     origin = modules[module].imports.get(request, (module, None))[0]
     path = modules.get(origin, modules[module]).path
     for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -2,8 +2,8 @@
 run and the real run both make (``pipeline.executor.check_build`` and
 ``workstation.decision.check_setup`` gather them with the env's and the wheelhouse's own,
 which sit in the layers above: ``env.resolve.check_combo_env``,
-``publish.writable.check_wheelhouse``), so ``--dry-run`` fails where the run would, with the same line and exit
-code, and a refused input leaves no env, lock, stamp or manifest line behind (``pip install
+``publish.writable.check_wheelhouse``), so ``--dry-run`` fails where the run would, with the
+same line and exit code, and a refused input leaves no env, lock, stamp or manifest line behind (``pip install
 --dry-run`` resolves as the install does).
 
 >>> check_jobs(4)

@@ -20,8 +20,8 @@ def read_toml(path: Path, what: str) -> dict:
     ...     read_toml(bad, "recipe")
     Traceback (most recent call last):
     ...
-    cuforge.core.errors.ConfigError: /.../x.toml:1: not valid TOML: Invalid value (at line 1, column 8)
-      fix: fix the recipe's syntax at line 1 (quoted strings, `key = value`, [tables]; see https://toml.io)
+    cuforge.core.errors.ConfigError: /.../x.toml:1: not valid TOML: Invalid value (at line 1, ...)
+      fix: fix the recipe's syntax at line 1 (quoted strings, `key = value`, [tables]; see ...)
     """
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from cuforge.config.stacks import CheckoutRequirement
 from cuforge.core.errors import ConfigError, VerifyError
