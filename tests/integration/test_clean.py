@@ -45,7 +45,7 @@ def test_clean_lists_and_removes_only_what_it_is_told(tmp_path):
     listed = _clean(tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert str(paths["stale"]) in listed.stdout and "nothing removed" in listed.stdout
-    assert "MB" in listed.stdout or "kB" in listed.stdout
+    assert "300K" in listed.stdout     # du -h's units, as `du -sh` shows that dir
     assert _left(paths) == set(paths)
 
     dry = _clean(tmp_path, "--stale", "--dry-run")
@@ -65,3 +65,28 @@ def test_clean_lists_and_removes_only_what_it_is_told(tmp_path):
     assert refused.returncode == 2 and "not a cuforge wheelhouse" in refused.stderr
     assert _clean(tmp_path, "--wheelhouse", str(paths["wh"])).returncode == 0
     assert not paths["wh"].exists()
+
+
+def test_clean_counts_what_removal_frees_not_the_links_into_uvs_cache(tmp_path):
+    """uv hard-links a combo env's files from its cache: the env was listed as 6.0 GB while
+    `du` showed 23 MB unique. What removal frees counts links once and leaves the cache's
+    apart; sizes are in du -h's units."""
+    cache = tmp_path / "uv-cache" / "torch"
+    cache.mkdir(parents=True)
+    (cache / "libtorch.so").write_bytes(os.urandom(3 * 2**20))
+    env = tmp_path / "state" / "envs" / "3.11-cu130-torch2.14.1"
+    (env / "lib").mkdir(parents=True)
+    os.link(cache / "libtorch.so", env / "lib" / "libtorch.so")        # uv's hard link
+    os.link(cache / "libtorch.so", env / "lib" / "libtorch-again.so")  # counted once
+    (env / "mine.py").write_bytes(os.urandom(40 * 1024))               # the env's own
+    (tmp_path / "wh").mkdir()
+    listed = _clean(tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if str(env) in line)
+    on_disk, frees = row.split()[1:3]
+    assert on_disk.endswith("M") and 3.0 <= float(on_disk[:-1]) <= 3.2, row   # not 6 MB
+    assert frees.endswith("K") and 40 <= float(frees[:-1]) <= 52, row
+    dry = _clean(tmp_path, "--combo", "3.11-cu130", "--dry-run")
+    assert "removing it frees 4" in dry.stdout and "hard links into uv's cache" in dry.stdout, \
+        dry.stdout
+    assert (cache / "libtorch.so").stat().st_nlink == 3

@@ -103,7 +103,7 @@ def test_identical_rebuild_hits_and_new_arches_miss(tmp_path):
     assert cold["misses"] > 0 and cold["hits"] == 0, cold
     assert clone.fatbin() == (["120"], [])
     # the flag, not a missing script, is why the smoke did not run
-    assert clone.last()["checks"]["smoke"] == "skipped: --skip-smoke"
+    assert clone.last()["checks"]["smoke"] == {"status": "skipped", "detail": "skipped: --skip-smoke"}
 
     clone.wipe()
     clone.build("--cuda-arch", "12.0", "--cache", "local")

@@ -127,8 +127,8 @@ def test_doctor_judges_the_combos_in_use(tmp_path: Path, monkeypatch) -> None:
     rc, text = doctor()
     assert "judged: no combo has an env or a wheelhouse here" in text
     assert rc == 0, text
-    lines = {line.split(":")[0].strip(): line for line in text.splitlines() if "combo 3.99" in line}
-    assert "info" in lines["combo 3.99-cu130"] and "not in use here" in text, text
+    lines = {line.split()[1]: line for line in text.splitlines() if "combo 3.99" in line}
+    assert "info" in lines["3.99-cu130"] and "not in use here" in text, text
     headers = [line for line in text.splitlines() if ": headers" in line]
     assert headers and all(line.split()[2] in ("ok", "info") for line in headers), headers
 
@@ -191,3 +191,80 @@ def test_a_gpu_that_runs_no_wheel_is_not_ok(wheels, tmp_path: Path, monkeypatch)
     assert "--cuda-arch 8.6" in text
     rc, text = _doctor(project, gpu_arch="9.0")
     assert rc == 0 and "cannot run" not in text, text
+
+
+# -- doctor's summary tells the truth (issue 50 point 3) -----------------------------------
+def _judged_project(tmp_path: Path, monkeypatch) -> Path:
+    root = _project_with(tmp_path, '[[combo]]\npython = "3.11"\naccel = "cu130"\n'
+                         'torch = "2.14.1"\n\n[[combo]]\npython = "3.99"\naccel = "cu130"\n'
+                         'torch = "2.14.1"\n')
+    monkeypatch.setenv("CUFORGE_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("CUFORGE_WHEELHOUSE", str(tmp_path / "wheelhouse"))
+    return root
+
+
+def test_doctor_ends_with_a_one_line_verdict(tmp_path: Path, monkeypatch) -> None:
+    project = find_project(root=_judged_project(tmp_path, monkeypatch))
+    rc, text = _doctor(project, combo="3.11-cu130")
+    assert rc == 0 and text.strip().splitlines()[-1] == "doctor: ok (3.11-cu130)", text
+    rc, text = _doctor(project, combo="3.99-cu130")
+    last = text.strip().splitlines()[-1]
+    assert rc == 3 and last.startswith("doctor: 1 problem (3.99-cu130): combo 3.99-cu130: "
+                                       "python"), last
+    # a combo not in use is one row of information, not three
+    assert len([ln for ln in text.splitlines() if "combo 3.11-cu130" in ln]) == 1, text
+
+
+def test_emulation_says_its_fix_once_and_names_no_other_checkout(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """An x86 machine whose binfmt_misc runs aarch64 binaries with another clone's QEMU,
+    without cross compilers or the target's Python here: doctor printed the same long fix
+    three times, named the other clone's QEMU, and drew a 506-character rule."""
+    from cuforge.env import emulation, emulation_setup
+    root = _judged_project(tmp_path, monkeypatch)
+    (root / "envs" / "emulation.toml").write_text((REPO / "envs" / "emulation.toml").read_text())
+    emu = emulation.load(find_project(root=root))["linux-aarch64"]
+    other = tmp_path / "other-clone" / ".cuforge" / "emulation" / "linux-aarch64" / "qemu"
+    binfmt = tmp_path / "binfmt_misc"   # the kernel's table, as files (what /proc holds)
+    binfmt.mkdir()
+    (binfmt / "register").write_text("")
+    (binfmt / "qemu-aarch64").write_text(
+        f"enabled\ninterpreter {other / emu.qemu_binary}\nflags: F\noffset 0\n"
+        f"magic {emu.binfmt_magic.hex()}\nmask {'ff' * len(emu.binfmt_magic)}\n")
+    monkeypatch.setattr(emulation_setup, "BINFMT", binfmt)
+    found = [f for f in emulation_setup.check(tmp_path / "state", emu) if not f.ok]
+    assert len(found) >= 2, found   # the case the issue saw: several findings, one fix
+    piped = Console(file=io.StringIO(), width=10_000, record=True, color_system=None)
+    rc = run_doctor(find_project(root=root), combo="3.11-cu130", console=piped)
+    text = "\n".join(line.rstrip() for line in piped.export_text().splitlines())
+    rows = [ln for ln in text.splitlines() if ln.strip().startswith("emulation linux-aarch64")]
+    assert len(rows) == 1 and "not yet" in rows[0], rows
+    assert text.count("emulation setup") == 1, text
+    assert "other-clone" not in text, text
+    assert "this checkout has no QEMU of its own" in rows[0], rows
+    assert max(len(ln) for ln in text.splitlines()) < 200, max(text.splitlines(), key=len)
+    assert rc == 0 and text.strip().splitlines()[-1] == "doctor: ok (3.11-cu130)"
+
+
+def test_a_failed_build_is_no_wheel_verdict_and_the_newest_line_wins(wheels, tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    """A fetch that failed wrote a FAILED line: doctor showed `FAILED` in the wheel table as
+    if a wheel had been rated. The newest line of a package is its state."""
+    project = find_project(root=_judged_project(tmp_path, monkeypatch))
+    house = tmp_path / "wheelhouse" / "linux-x86_64" / "cu130" / "torch2.14.1-cp311"
+    copy = tmp_path / wheels["kernels"].name
+    copy.write_bytes(wheels["kernels"].read_bytes())
+    wh = Wheelhouse(house)
+    wh.publish(None, Entry(package="kernels", status="FAILED", reason="fetch https://x: 404"))
+    wh.publish(copy, Entry(package="kernels", status="compiled", wheel=copy.name))   # fixed
+    wh.publish(None, Entry(package="cpuonly", status="compiled", wheel="cpuonly-1.whl"))
+    wh.publish(None, Entry(package="cpuonly", status="FAILED",
+                           reason="fetch https://y/cpuonly.git failed: exit 128\nmore"))
+    rc, text = _doctor(project, gpu_arch="9.0")
+    rows = {ln.split()[0]: ln for ln in text.splitlines() if ln.strip()}
+    assert rows["kernels"].split()[1] == "native", rows["kernels"]       # newest: compiled
+    assert rows["cpuonly"].split()[1:3] == ["no", "wheel"], rows["cpuonly"]
+    assert "its last build failed: fetch https://y/cpuonly.git failed: exit 128" in \
+        rows["cpuonly"], rows["cpuonly"]
+    assert " FAILED " not in text, text
+    assert rc == 0, text

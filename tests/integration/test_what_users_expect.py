@@ -54,6 +54,12 @@ def test_wheelhouse_option_is_where_the_wheels_go(tmp_path):
     proc = build(proj, "--skip-smoke", "--wheelhouse", str(out), "-q")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr == "", proc.stderr     # -q: no progress, no summary on stderr
+    # ... but the results: "errors and results only" (it printed nothing on success)
+    import re
+    assert re.search(r"^\s*tinyext\s+compiled\s+[\d.]+ s\s+sass -; ptx -\s+/", proc.stdout,
+                     re.M), proc.stdout
+    assert re.search(r"package\s+result\s+time\s+arches\s+wheel\s+why it failed",
+                     proc.stdout), proc.stdout
     assert list((out / COMBO_DIR).glob("tinyext-*.whl")), sorted(out.rglob("*"))
     assert not (proj / "wh").exists()     # $CUFORGE_WHEELHOUSE is the fallback only
     assert stat.S_IMODE((out / COMBO_DIR / "manifest.txt").stat().st_mode) & 0o044
@@ -134,3 +140,10 @@ def test_verify_models_counts_wheels_not_model_rows(tmp_path):
                           timeout=600)
     last = proc.stdout.strip().splitlines()[-1]
     assert re.match(r"verified 1 wheel and \d+ model rows? in ", last), proc.stdout[-2000:]
+    # no stack's packages are among the wheels: each model row is skipped, and says why
+    # (it read "all ok"); no "ok" line per package in the table
+    # (this hand-made wheel has no pins, so it fails; a built one passes)
+    assert re.search(r": (1 passed|1 FAILED \(demo\)), 2 skipped \(model:\w+: the \w+ stack's .* "
+                     r"not among the "
+                     r"wheels; model:\w+: ", last), last
+    assert "ok" not in [ln.strip() for ln in proc.stdout.splitlines()], proc.stdout

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from cuforge.cli import main
-from cuforge.core.console import BuildProgress, ninja_step, print_error, table, verdict_line
+from cuforge.core.console import BuildProgress, ninja_step, print_error, table
 from cuforge.core.runner import Step, listen, run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,16 +19,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 def console80() -> Console:
     return Console(file=io.StringIO(), width=80, record=True, color_system=None)
-
-
-def test_verdict_line_gives_a_reason_for_every_warn_and_skip() -> None:
-    checks = {"smoke": "skipped: no GPU", "abi": "pass: 1 .so: no mismatch",
-              "fatbin": "warn: 12.1: group #1: runs by PTX JIT from compute_120",
-              "import": "pass", "cudart": "pass", "symbols": "fail: undefined [c10::x]"}
-    text = verdict_line("simple-knn", checks).plain
-    assert text == ("simple-knn: abi pass · symbols fail (undefined [c10::x]) · cudart pass · "
-                    "fatbin warn (12.1: group #1: runs by PTX JIT from compute_120) · "
-                    "import pass · smoke skipped (no GPU)")
 
 
 def test_error_keeps_brackets_and_does_not_split_words() -> None:

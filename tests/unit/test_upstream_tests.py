@@ -158,7 +158,8 @@ def test_result_goes_into_the_manifest(tmp_path):
     record_check(house.dir / wheel.name,
                  CheckResult("upstream-tests", "pass", "3 passed in 0.05s (1.2 s)"))
     latest = house.latest()["shadowpkg"]
-    assert latest.checks == {"import": "pass", "upstream-tests": "pass: 3 passed in 0.05s (1.2 s)"}
+    assert latest.checks == {"import": CheckResult("import", "pass", ""), "upstream-tests":
+                             CheckResult("upstream-tests", "pass", "3 passed in 0.05s (1.2 s)")}
     assert latest.wheel_sha256 == sha256_of(house.dir / wheel.name)
 
 

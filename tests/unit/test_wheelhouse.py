@@ -11,6 +11,7 @@ from pathlib import Path
 from cuforge.core.digest import sha256_of
 
 from cuforge.publish.wheelhouse import Entry, Wheelhouse
+from cuforge.verify.report import CheckResult
 
 
 def _wheel(path: Path, payload: bytes) -> Path:
@@ -42,10 +43,11 @@ def test_table_shows_the_upstream_suite_under_its_wheel(tmp_path):
                   wheel_sha256=sha256_of(wheel), checks={"import": "pass"})
     house.publish(wheel, entry)
     assert "upstream tests" not in (tmp_path / "wh" / "manifest.txt").read_text()
-    summary = "pass: 2770 passed, 30 skipped in 10.63s (12.0 s)"
-    house.publish(None, replace(entry, checks={**entry.checks, "upstream-tests": summary}))
+    suite = CheckResult("upstream-tests", "pass", "2770 passed, 30 skipped in 10.63s (12.0 s)")
+    house.publish(None, replace(entry, checks={**entry.checks, suite.check: suite}))
     rows = (tmp_path / "wh" / "manifest.txt").read_text().splitlines()
-    assert rows[1].startswith("compiled  demo") and rows[2].strip() == f"upstream tests: {summary}"
+    assert rows[1].startswith("compiled  demo")
+    assert rows[2].strip() == "upstream tests: pass: 2770 passed, 30 skipped in 10.63s (12.0 s)"
 
 
 WRITER = r"""
@@ -53,6 +55,7 @@ import sys, zipfile
 from pathlib import Path
 from cuforge.core.digest import sha256_of
 from cuforge.publish.wheelhouse import Entry, Wheelhouse
+from cuforge.verify.report import CheckResult
 house = Wheelhouse(Path(sys.argv[1]))
 tag = sys.argv[2]
 for i in range(100000):

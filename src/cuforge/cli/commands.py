@@ -126,10 +126,11 @@ def cmd_clean(args) -> int:
     if args.wheelhouse:
         chosen.append(clean.wheelhouse_item(args.wheelhouse))
     out = make_console()
-    t = table("kind", "size", "path", title=f"cuforge state in {project.state_dir}",
+    t = table("kind", "on disk", "frees", "path", title=f"cuforge state in {project.state_dir}",
               wide=["path"])
-    for item in items:
-        t.add_row(Text(item.kind), Text(clean.human(item.size)), Text(str(item.path)))
+    for item in items:   # du -h's units; "frees": less the links into uv's cache
+        t.add_row(Text(item.kind), Text(clean.human(item.size)), Text(clean.human(item.frees)),
+                  Text(str(item.path)))
     out.print(t)
     if not asked:
         out.print(Text(f"{clean.summary(items)}; nothing removed: pass --combo NAME, --stale or "
@@ -139,7 +140,7 @@ def cmd_clean(args) -> int:
     for item in chosen:
         if not args.dry_run:
             clean.remove(item)
-        out.print(Text(f"{verb} {item.kind} {item.path} ({clean.human(item.size)})"),
+        out.print(Text(f"{verb} {item.kind} {item.path} (frees {clean.human(item.frees)})"),
                   soft_wrap=True)
     out.print(Text(f"{verb} {clean.summary(chosen)}" if chosen else "nothing to remove"))
     return 0
@@ -182,7 +183,7 @@ def cmd_setup(args) -> int:
                        jobs=args.jobs or default_jobs(), rebuild=args.rebuild,
                        no_build=args.no_build, src_overrides=_src_overrides(args.src),
                        requirements=not args.no_requirements, team_wheels=args.wheels,
-                       pinned=args.pinned,
+                       pinned=args.pinned, stress=args.stress, sanitize=args.sanitize,
                        index=IndexOptions(tuple(d.expanduser().resolve() for d in args.find_links),
                                           args.no_index))
     return setup(_project(args), req)

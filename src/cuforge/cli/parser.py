@@ -180,6 +180,7 @@ def make_parser() -> argparse.ArgumentParser:
                          "wheels); pip's and uv's own index settings apply as well")
     st.add_argument("--no-index", action="store_true",
                     help="look only in --find-links (and PIP_FIND_LINKS/UV_FIND_LINKS): offline")
+    _stress_args(st)
     st.add_argument("--dry-run", action="store_true", help="print what setup would do; change nothing")
     _wheelhouse_arg(st)
     _json_arg(st, "setup")

@@ -36,9 +36,36 @@ class CheckoutRequirement:
 
 @dataclass(frozen=True)
 class EnvVar:
+    """A variable setup writes into the venv's activation. ``passed`` (``package:check``)
+    makes it evidence-driven: where the installed wheel of that package passed that check
+    (its manifest entry), ``value_if_passed`` and ``why_if_passed`` are written instead."""
+
     name: str
     value: str
     why: str          # one line, written above the variable in the env file
+    passed: str = ""
+    value_if_passed: str = ""
+    why_if_passed: str = ""
+
+    def settle(self, passed: dict[tuple[str, str], str]) -> EnvVar:
+        """This variable for a wheelhouse whose latest entries passed the checks ``passed``
+        ((package, check) -> the check's detail; what a pass is, verify/ decides: the caller).
+
+        >>> v = EnvVar("ALGO", "native", "safe", "spconv:stress", "default", "it passed")
+        >>> v.settle({("spconv", "stress"): "29956 calls"}).why
+        "it passed (spconv's stress: 29956 calls)"
+        >>> v.settle({("spconv", "import"): ""}).value
+        'native'
+        """
+        if not self.passed:
+            return self
+        package, _, check = self.passed.partition(":")
+        if (package, check) not in passed:
+            return self
+        detail = passed[(package, check)]
+        said = detail.splitlines()[0] if detail else "passed"
+        return EnvVar(self.name, self.value_if_passed,
+                      f"{self.why_if_passed} ({package}'s {check}: {said})")
 
 
 @dataclass(frozen=True)
@@ -82,7 +109,14 @@ def load_stack(project: Project, name: str) -> Stack:
         if not _NAME.match(name_) or "value" not in row or not why:
             raise ConfigError(f"{path}: every [[env]] needs name (A-Z_), value and why",
                               hint=f"fix the entry {row!r}")
-        env.append(EnvVar(name_, str(row["value"]), why))
+        if bool(row.get("passed")) != ("value_if_passed" in row) or (
+                row.get("passed") and (":" not in row["passed"] or not row.get("why_if_passed"))):
+            raise ConfigError(f"{path}: [[env]] {name_}: `passed` (package:check), "
+                              "`value_if_passed` and `why_if_passed` go together",
+                              hint='e.g. passed = "spconv:stress", value_if_passed = "default"')
+        env.append(EnvVar(name_, str(row["value"]), why, str(row.get("passed", "")),
+                          str(row.get("value_if_passed", "")),
+                          " ".join(str(row.get("why_if_passed", "")).split())))
     if not head.get("packages"):
         raise ConfigError(f"{path}: [stack] lists no packages")
     if "model_check" in head:

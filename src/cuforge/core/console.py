@@ -1,5 +1,6 @@
 """What a person sees: safe messages, tables that fit 80 columns, build progress read from
-ninja's ``[n/N]`` lines, and one line of verification verdicts per package.
+ninja's ``[n/N]`` lines. (A package's line of check verdicts is ``verify.report.verdict_line``:
+check results are typed there, and turned into words only when printed.)
 
 Output that is not a terminal (a pipe, a CI log, a package log) is never wrapped: rich would
 otherwise break lines at 80 columns in the middle of a path (``CUDA 13.0 at`` / newline /
@@ -9,9 +10,6 @@ tables take their natural width (``COLUMNS``, when set, still asks for a width).
 
 Every piece of user or data text (package names, paths, error messages such as
 ``add a [[combo]] table``) goes through ``Text`` or ``escape``: rich markup must never eat it.
-
->>> verdict_line("demo", {"abi": "pass", "smoke": "skipped: no GPU"}).plain
-'demo: abi pass · smoke skipped (no GPU)'
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
@@ -34,11 +32,8 @@ from rich.table import Table
 from rich.text import Text
 
 __all__ = ["BuildProgress", "escape", "make_console", "ninja_step", "plural", "print_error",
-           "table", "verdict_line"]
+           "table"]
 
-# The order checks run in (cuforge.verify.report.CHECKS); verdicts print in this order.
-CHECK_ORDER = ("abi", "symbols", "cudart", "fatbin", "import", "smoke")
-_STYLE = {"pass": "green", "fail": "bold red", "skipped": "yellow", "warn": "magenta"}
 _NINJA = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 LOG_WIDTH = 10_000   # "no wrapping" for tables: wider than any line cuforge prints
 
@@ -128,40 +123,6 @@ def table(*columns: str, title: str = "", wide: Iterable[str] = ()) -> Table:
     for name in columns:
         t.add_column(name, overflow="fold", ratio=2 if name in wide else None)
     return t
-
-
-# -- verdicts ---------------------------------------------------------------------------------
-def _split(summary: str) -> tuple[str, str]:
-    """``"warn: 2 .so: ..."`` -> ``("warn", "2 .so: ...")``; ``"pass"`` -> ``("pass", "")``."""
-    status, _, reason = summary.partition(":")
-    status = status.strip()
-    if status not in _STYLE:
-        return "pass", summary
-    return status, reason.strip()
-
-
-# checks whose passing verdict still carries its reason on the line: the upstream suite's
-# own summary ("2770 passed, 30 skipped in 13.14s") is the evidence
-EXPLAIN_PASS = ("upstream-tests",)
-
-
-def verdict_line(package: str, checks: Mapping[str, str], *, reason_width: int = 70) -> Text:
-    """One line per built package: each check's status, and the reason for every warn, skip or
-    fail (the manifest's ``checks`` map, ``{check: "status: detail"}``)."""
-    line = Text(f"{package}: ", style="bold")
-    names = [c for c in CHECK_ORDER if c in checks] + [c for c in checks if c not in CHECK_ORDER]
-    for i, name in enumerate(names):
-        status, reason = _split(checks[name])
-        if i:
-            line.append(" · ")
-        line.append(f"{name} ")
-        line.append(status, style=_STYLE[status])
-        if (status != "pass" or name in EXPLAIN_PASS) and reason:
-            first = reason.splitlines()[0]
-            if len(first) > reason_width:
-                first = first[: reason_width - 1] + "…"
-            line.append(f" ({first})")
-    return line
 
 
 # -- progress -----------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -126,4 +125,8 @@ def _install(root: Path, spec: str, python: Path) -> None:
     (tmp / ".complete").write_text(spec + "\n")
     shutil.rmtree(root, ignore_errors=True)
     tmp.rename(root)
-    print(f"note: CCCL overlay {spec} at {overlay_include(root)}", file=sys.stderr)
+    from rich.text import Text
+
+    from cuforge.core.console import make_console   # a note: -q leaves it out
+    make_console(stderr=True).print(Text(f"note: CCCL overlay {spec} at {overlay_include(root)}"),
+                                    soft_wrap=True)

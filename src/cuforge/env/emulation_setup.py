@@ -171,6 +171,7 @@ class Finding:
     ok: bool
     what: str
     fix: str = ""
+    brief: str = ""   # doctor's shorter line, where ``what`` names things of another checkout
 
 
 def _binfmt_entry(path: Path) -> dict[str, str]:
@@ -236,7 +237,8 @@ def check(state_dir: Path, emu: Emulator, *, torch_python: Path | None = None) -
         # breaks every build here, and this checkout's own QEMU is not there
         out = [Finding(False, f"{emu.platform} binaries run by another checkout's QEMU, {qemu} "
                        f"(binfmt_misc {name}); this checkout has none at "
-                       f"{emu.qemu_path(state_dir)}", fix_setup)]
+                       f"{emu.qemu_path(state_dir)}", fix_setup,
+                       brief=f"{emu.platform}: this checkout has no QEMU of its own")]
     else:
         out = [Finding(version is not None and version >= emu.min_qemu,
                        f"{emu.platform} binaries run by {qemu} (binfmt_misc {name}, QEMU "

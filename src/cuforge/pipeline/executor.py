@@ -107,12 +107,22 @@ def build(project: Project, req: BuildRequest,
         if req.sanitize:
             _stress(project, env, build_plan.wheel_dir, outcome.entries, order, sanitize=True)
     except CuforgeError:   # a failed package stopped the build: the summary still counts
-        console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
+        _print_results(executor, log_dir, time.monotonic() - t0)
         report(build_report(executor, log_dir, time.monotonic() - t0))
         raise
-    console.print(summary_line(executor, log_dir, time.monotonic() - t0), soft_wrap=True)
+    _print_results(executor, log_dir, time.monotonic() - t0)
     report(build_report(executor, log_dir, time.monotonic() - t0))
     return outcome
+
+
+def _print_results(executor: Executor, log_dir: Path, seconds: float) -> None:
+    """The results table on stdout (kept by -q), then the summary line on stderr."""
+    from cuforge.pipeline.results import results_table
+    plan = executor.plan
+    make_console().print(results_table(f"cuforge build {plan.combo.id}",
+                                       [p.name for p in plan.packages], executor.results,
+                                       executor.current, plan.wheel_dir))
+    console.print(summary_line(executor, log_dir, seconds), soft_wrap=True)
 
 
 def _stress(project: Project, env, wheel_dir: Path, entries, order, *,
@@ -123,7 +133,7 @@ def _stress(project: Project, env, wheel_dir: Path, entries, order, *,
     from cuforge.pipeline.stress_stage import stress_stage
     results = stress_stage(project, env, wheel_dir, entries, {r.name: r for r in order},
                            console, sanitize=sanitize)
-    failed = [r for r in results if r.status == "fail"]
+    failed = [r for r in results if r.failed]
     if failed:
         raise VerifyError(f"{len(failed)} stress run(s) failed: "
                           + "; ".join(r.summary for r in failed),
@@ -263,7 +273,8 @@ class Executor(WheelSources, Gate, ActionHandlers):
                         results[pkg.name] = fut.result()
                     except CuforgeError as err:   # not --keep-going: stop after the others
                         stop = stop or err
-                        results[pkg.name] = Entry(pkg.name, Status.FAILED)
+                        results[pkg.name] = Entry(pkg.name, Status.FAILED,
+                                                  reason=str(err).splitlines()[0])
         outcome.entries = [results[p.name] for p in self.plan.packages if p.name in results]
         outcome.check_seconds = covered(self.check_spans)
         if stop is not None:

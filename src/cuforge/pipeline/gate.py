@@ -18,7 +18,7 @@ from cuforge.config.combos import Combo
 from cuforge.config.recipes import Recipe
 from cuforge.pipeline.request import BuildRequest
 from cuforge.core import runner
-from cuforge.core.console import BuildProgress, make_console, verdict_line
+from cuforge.core.console import BuildProgress, make_console
 from cuforge.core.digest import sha256_of
 from cuforge.core.errors import BuildError, CuforgeError, VerifyError
 from cuforge.core.project import Project
@@ -28,12 +28,10 @@ from cuforge.pipeline import compiler_cache
 from cuforge.pipeline.plan import PackagePlan, Plan
 from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
 from cuforge.publish.wheelmeta import wheel_requirements
-from cuforge.verify.checks import check_summaries, embedded_arches, log_report, smoke_script
+from cuforge.verify.checks import embedded_arches, log_report, smoke_script
+from cuforge.verify.report import CheckResult, verdict_line
 
 console = make_console(stderr=True)
-
-# Checks a prebuilt wheel must pass to be used (the smoke test runs afterwards as for any wheel).
-PREBUILT_GATE = ("abi", "symbols", "cudart", "fatbin", "import")
 
 
 class Gate:
@@ -110,18 +108,18 @@ class Gate:
         console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
                       f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
                       f"ptx {' '.join(embedded.get('ptx', [])) or '-'})")
-        console.print(verdict_line(recipe.name, checks))
+        console.print(verdict_line(recipe.name, checks.values()))
         return entry
 
-    def _pinned(self, pkg: PackagePlan, wheel: Path, checks: dict[str, str]
-                ) -> tuple[Path, dict[str, str]]:
+    def _pinned(self, pkg: PackagePlan, wheel: Path, checks: dict[str, CheckResult]
+                ) -> tuple[Path, dict[str, CheckResult]]:
         """The wheel with its torch, CUDA and wheelhouse pins written in
         (cuforge.publish.rewrite), and its checks with the ``pins`` verdict added."""
         from cuforge.publish import rewrite
         out, result = rewrite.for_wheelhouse(
             wheel, self.plan.wheel_dir, pkg.work / "pinned", accel=self.plan.combo.accel.tag,
             torch=self._torch_build(), depends=pkg.recipe.depends)
-        return out, {**checks, "pins": f"pass: {result.detail}"} if result else checks
+        return out, {**checks, result.check: result} if result else checks
 
     def _torch_build(self):
         from cuforge.publish import rewrite
@@ -150,7 +148,7 @@ class Gate:
         return builddeps.overlay_dirs(pkg.work, pkg.recipe.depends)
 
     def _verify(self, pkg: PackagePlan, wheel: Path, log: Path, *, say_failure: bool = True
-                ) -> tuple[dict[str, str], dict[str, list[str]]]:
+                ) -> tuple[dict[str, CheckResult], dict[str, list[str]]]:
         from cuforge.verify import context_from, verify_wheel   # the verification layer
         self._install_runtime_requirements(wheel, log)
         recipe = pkg.recipe
@@ -162,16 +160,14 @@ class Gate:
             report = verify_wheel(wheel, ctx, **self._smoke(recipe), modules=list(recipe.modules),
                                   dependency_paths=self._dependency_paths(pkg))
         log_report(log, report)
-        checks = check_summaries(report)
         if not report.ok:
             if say_failure:   # which checks, before the error
-                console.print(verdict_line(recipe.name, checks))
-            bad = "; ".join(f"{r.check}: {r.detail}" for r in report.results
-                            if r.status == "fail")
+                console.print(verdict_line(recipe.name, report.results))
+            bad = "; ".join(f"{r.check}: {r.detail}" for r in report.failures())
             raise VerifyError(f"{wheel.name} failed verification: {bad}",
                               hint=f"the wheel stays in {wheel.parent} for inspection; it was "
                               "not added to the wheelhouse")
-        return checks, embedded_arches(wheel)
+        return report.checks, embedded_arches(wheel)
 
     def _install_runtime_requirements(self, wheel: Path, log: Path) -> None:
         from cuforge.verify.runtimedeps import install_step, split

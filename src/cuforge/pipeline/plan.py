@@ -30,6 +30,7 @@ from cuforge.config.recipes import BuildKind, Recipe, Source
 from cuforge.pipeline.request import BuildRequest
 from cuforge.core.runner import Step
 from cuforge.env.toolchain import build_environment, jobs_within_memory, mem_available
+from cuforge.verify.checklist import CHECKS, PREBUILT_GATE
 
 console = make_console(stderr=True)
 
@@ -260,8 +261,8 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
                     *_run_all(download_steps(env, recipe, archs, work / "prebuilt", env_vars,
                                              req.verbose)),
                     *_deps(recipe, work),   # its import check needs them too
-                    Action(ActionKind.GATE, "verify the prebuilt wheel (abi, symbols, cudart, fatbin, "
-                           "import, smoke); keep it only if all pass"))
+                    Action(ActionKind.GATE, f"verify the prebuilt wheel ({', '.join(CHECKS)}); "
+                           f"keep it only if {', '.join(PREBUILT_GATE)} pass"))
     if not recipe.kind.compiles:
         actions = [_clean(work / "dist"),
                    *_run_all(download_steps(env, recipe, archs, work / "dist", env_vars,
@@ -299,7 +300,7 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
         uncached = dict(zip(built, builder.steps(replace(job, cache=None)))) if cache else {}
         # the key sees the build as it runs without launchers: they change speed only
         bare = dict(zip(built, builder.steps(replace(job, cache=None, slots=None))))
-    actions.append(Action(ActionKind.VERIFY, "verify (abi, symbols, cudart, fatbin, import, smoke) "
+    actions.append(Action(ActionKind.VERIFY, f"verify ({', '.join(CHECKS)}) "
                           "after installing the wheel's runtime requirements"))
 
     keys = package_keys(project, recipe, env, patch_sets=patch_sets, archs=archs.torch(),

@@ -63,7 +63,7 @@ def stress_stage(project: Project, env, house_dir: Path, entries, recipes: dict,
     a ``[stress]``, its verdict printed and recorded in the manifest. Returns the results."""
     from packaging.utils import canonicalize_name
 
-    from cuforge.core.console import verdict_line
+    from cuforge.verify.report import verdict_line
     by_name = {canonicalize_name(n): r for n, r in recipes.items()}
     wheels = {e.package: house_dir / e.wheel for e in entries
               if e.status.has_wheel and e.wheel}
@@ -79,7 +79,5 @@ def stress_stage(project: Project, env, house_dir: Path, entries, recipes: dict,
             result = stage.run(wheel, recipe, deps, imported_ok=True, tmp=Path(tmp))
             record_check(wheel, result)
             results.append(result)
-            summary = result.detail if result.detail.startswith(result.status) else \
-                f"{result.status}: {result.detail}"
-            console.print(verdict_line(name, {result.check: summary}, reason_width=200))
+            console.print(verdict_line(name, [result], reason_width=200))
     return results

@@ -88,10 +88,8 @@ def record_check(wheel: Path, result) -> None:
     recorded = [e for e in house.entries() if e.wheel == wheel.name]
     if not recorded:
         return
-    summary = result.detail if result.detail.startswith(result.status) else \
-        f"{result.status}: {result.detail}"
     entry = recorded[-1]
-    house.publish(None, replace(entry, checks={**entry.checks, result.check: summary},
+    house.publish(None, replace(entry, checks={**entry.checks, result.check: result},
                                 time=datetime.now(timezone.utc).isoformat(timespec="seconds")))
 
 
@@ -101,7 +99,7 @@ def upstream_stage(project: Project, env, house_dir: Path, entries,
     upstream suite, its verdict printed and recorded in the manifest."""
     from packaging.utils import canonicalize_name
 
-    from cuforge.core.console import verdict_line
+    from cuforge.verify.report import verdict_line
     by_name = {canonicalize_name(n): r for n, r in recipes.items()}
     wheels = {e.package: house_dir / e.wheel for e in entries
               if e.status.has_wheel and e.wheel}
@@ -116,9 +114,7 @@ def upstream_stage(project: Project, env, house_dir: Path, entries,
             deps = dependency_roots(recipe, by_name, by_package, Path(tmp))
             result = stage.run(wheel, recipe, deps, imported_ok=True, tmp=Path(tmp))
             record_check(wheel, result)
-            summary = result.detail if result.detail.startswith(result.status) else \
-                f"{result.status}: {result.detail}"
-            console.print(verdict_line(name, {result.check: summary}, reason_width=200))
+            console.print(verdict_line(name, [result], reason_width=200))
 
 
 # cumm and spconv name their wheels after the CUDA version: cumm-cu130, spconv-cu126.

@@ -100,6 +100,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
                  sanitize: bool = False) -> int:
     from cuforge.publish.index import has_index, verify_index
     from cuforge.verify import context_from, host, render_table, verify_wheel
+    from cuforge.verify.report import outcome_line
     from cuforge.verify.wheel import package_name
     for path in paths:   # first: reading bytes, no env; a stale index fails what installs from it
         if path.is_dir() and has_index(path):
@@ -138,16 +139,16 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
             if suites is not None:
                 imported = report.result("import")
                 result = suites.run(wheel, recipe, deps, imported_ok=bool(
-                    imported and imported.status != "fail"), tmp=Path(tmp))
+                    imported and not imported.failed), tmp=Path(tmp))
                 report.results.append(result)
-                if recorded is not None and recorded.status == "pass":
+                if recorded is not None and not recorded.failed:
                     record_check(wheel, result)   # the manifest line gains the verdict
             for stage in stages:
                 imported = report.result("import")
                 result = stage.run(wheel, recipe, deps, imported_ok=bool(
-                    imported and imported.status != "fail"), tmp=Path(tmp))
+                    imported and not imported.failed), tmp=Path(tmp))
                 report.results.append(result)
-                if recorded is not None and recorded.status == "pass":
+                if recorded is not None and not recorded.failed:
                     record_check(wheel, result)
             reports.append(report)
     verified_wheels = len(reports)   # the model rows below are not wheels
@@ -162,10 +163,9 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
         f"verified {plural(verified_wheels, 'wheel')}"
         + (f" and {plural(len(reports) - verified_wheels, 'model row')}"
            if len(reports) > verified_wheels else "")
-        + f" in {duration(time.monotonic() - started)}: "
-        + (f"{len(failed)} FAILED ({', '.join(failed)})" if failed else "all ok")),
+        + f" in {duration(time.monotonic() - started)}: {outcome_line(reports)}"),
         soft_wrap=True)
-    tampered = [r for r in reports if (m := r.result("manifest")) and m.status == "fail"]
+    tampered = [r for r in reports if (m := r.result("manifest")) and m.failed]
     if tampered:
         raise VerifyError("\n".join(r.result("manifest").detail for r in tampered),
                           hint="do not install it; rebuild it (cuforge build --only PKG "

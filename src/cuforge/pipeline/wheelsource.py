@@ -20,10 +20,11 @@ from cuforge.core.digest import sha256_of
 from cuforge.core.errors import BuildError, CuforgeError
 from cuforge.env import venv
 from cuforge.pipeline import compiler_cache
-from cuforge.pipeline.gate import PREBUILT_GATE
 from cuforge.pipeline.plan import Action, ActionKind, PackagePlan, Plan
 from cuforge.publish.wheelhouse import Status
-from cuforge.verify.checks import check_summaries, embedded_arches
+from cuforge.verify.checklist import PREBUILT_GATE
+from cuforge.verify.checks import embedded_arches
+from cuforge.verify.report import CheckResult
 
 console = make_console(stderr=True)
 
@@ -31,11 +32,11 @@ console = make_console(stderr=True)
 @dataclass(frozen=True)
 class Made:
     """A verified wheel, before it is pinned and published: how it came to be, its checks'
-    summaries, the arches it really embeds, and a note for the manifest's reason."""
+    results, the arches it really embeds, and a note for the manifest's reason."""
 
     wheel: Path
     status: Status             # compiled, or prebuilt (downloaded, or a prebuilt recipe)
-    checks: dict[str, str]
+    checks: dict[str, CheckResult]
     embedded: dict[str, list[str]]
     note: str = ""             # e.g. why the published wheel was not used
     team: str = ""             # the team index it came from (--wheels): published as it is
@@ -111,7 +112,8 @@ class WheelSources:
 
     def _try_prebuilt(self, pkg: PackagePlan, log: Path) -> Made | str:
         """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
-        passes the ABI, symbol, CUDA-runtime, fatbin and import checks. Else: why not."""
+        passes every check that gates a prebuilt wheel (``verify.checklist.PREBUILT_GATE``).
+        Else: why not."""
         from cuforge.verify import context_from, verify_wheel
         try:
             for action in pkg.prebuilt:
@@ -131,12 +133,11 @@ class WheelSources:
                                   **self._smoke(pkg.recipe),
                                   modules=list(pkg.recipe.modules),
                                   dependency_paths=self._dependency_paths(pkg))
-        bad = [r for r in report.results if r.check in PREBUILT_GATE and r.status == "fail"]
-        bad += [r for r in report.results if r.check == "smoke" and r.status == "fail"]
+        bad = [r for r in report.failures() if r.check in PREBUILT_GATE]
         if bad:
             why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
             return f"prebuilt {wheel.name} rejected ({why})"
-        return Made(wheel, Status.PREBUILT, check_summaries(report), embedded_arches(wheel))
+        return Made(wheel, Status.PREBUILT, report.checks, embedded_arches(wheel))
 
     def _team_index(self) -> list:
         from cuforge.publish import teamwheels
@@ -196,7 +197,7 @@ class WheelSources:
         if isinstance(wheel, str):
             return wheel
         pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(self.plan.wheel_dir))
-        if pins is not None and pins.status == "fail":
+        if pins is not None and pins.failed:
             return f"team wheel {wheel.name} refused (pins: {pins.detail})"
         if ahead is not None:
             runner.note(log, ahead.log.read_text().rstrip("\n"))
@@ -211,7 +212,7 @@ class WheelSources:
                 return f"team wheel {wheel.name} refused ({err.summary})"
             made = Made(wheel, Status.PREBUILT, checks, embedded, team=self.req.team_wheels)
         if pins is not None:
-            made = replace(made, checks={**made.checks, "pins": f"pass: {pins.detail}"})
+            made = replace(made, checks={**made.checks, pins.check: pins})
         return made
 
     def _check_ahead(self, pkg: PackagePlan) -> Ahead | None:

@@ -16,8 +16,8 @@ the guard runs only as the module it also is. Its refusal is one line, e.g. ``cu
 
 >>> module_name("cuforge-demo")
 '_cuforge_guard_cuforge_demo'
->>> top_level_names(["demo/__init__.py", "demo_ext.cpython-312-x86_64-linux-gnu.so",
-...                  "demo-0.1.dist-info/RECORD", "_cuforge_guard_demo.py"])
+>>> top_level_names(["demo/__init__.py", "demo_ext.abi3.so", "demo-0.1.dist-info/RECORD",
+...                  "_cuforge_guard_demo.py"])
 ['demo', 'demo_ext']
 """
 

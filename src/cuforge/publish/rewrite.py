@@ -173,6 +173,6 @@ def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str,
     house = versions_in(directory) if directory.is_dir() else {}
     out = pin(wheel, dest, accel=accel, torch=torch, house=house, depends=depends)
     result = check(out, directory, house=house)
-    if result is not None and result.status == "fail":
+    if result is not None and result.failed:
         raise VerifyError(result.detail, hint="a cuforge bug: report it with the wheel")
     return out, result

@@ -32,6 +32,7 @@ from cuforge.publish import index
 from cuforge.core.digest import sha256_of
 from cuforge.core.errors import VerifyError, WheelhouseError
 from cuforge.publish.writable import elsewhere, where
+from cuforge.verify.report import CheckResult
 
 MANIFEST = "manifest.jsonl"
 TABLE = "manifest.txt"
@@ -66,7 +67,7 @@ class Entry:
     arches_requested: str = ""
     arches_embedded: dict[str, list[str]] = field(default_factory=dict)   # {"sass": [...], "ptx": [...]}
     arch_policy: str = ""
-    checks: dict[str, str] = field(default_factory=dict)
+    checks: dict[str, CheckResult] = field(default_factory=dict)   # {"status", "detail"} each
     torch: str = ""
     python: str = ""
     cuda: str = ""
@@ -82,11 +83,16 @@ class Entry:
     cccl: str = ""                     # the CCCL (CUB/Thrust) version its compiles saw
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
-    def __post_init__(self) -> None:   # a manifest line read back: its status is a Status
+    def __post_init__(self) -> None:   # a line read back: a Status, and CheckResults (older
+        # lines' "status: detail" strings too); an unknown word raises ValueError
         object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "checks", {name: CheckResult.recorded(name, value)
+                                            for name, value in self.checks.items()})
 
     def line(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        data = asdict(self)
+        data["checks"] = {name: r.recording() for name, r in self.checks.items()}
+        return json.dumps(data, sort_keys=True)
 
 
 class Wheelhouse:
@@ -206,11 +212,18 @@ class Wheelhouse:
         if not path.exists():
             return []
         out = []
-        for line in path.read_text().splitlines():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
             if line.strip():
                 data = json.loads(line)
                 known = {k: v for k, v in data.items() if k in Entry.__dataclass_fields__}
-                out.append(Entry(**known))   # lines from older cuforge versions stay readable
+                try:   # lines from older cuforge versions stay readable
+                    out.append(Entry(**known))
+                except ValueError as err:   # a word no check says: never read as a pass
+                    raise WheelhouseError(
+                        f"{path}, line {number}: {err}",
+                        hint="cuforge did not write that line: delete it, then rebuild "
+                        f"the package (cuforge build --only {data.get('package', 'PKG')} "
+                        "--rebuild)") from None
         return out
 
     def latest(self) -> dict[str, Entry]:
@@ -255,8 +268,8 @@ class Wheelhouse:
             arches = " ".join(e.arches_embedded.get("sass", [])) + " | " + " ".join(
                 e.arches_embedded.get("ptx", []))
             cells.append((e.status, e.package, e.version, arches, e.wheel or e.reason))
-            if e.checks.get(UPSTREAM_CHECK):   # the suite's summary line, under its wheel
-                notes[len(cells) - 1] = f"upstream tests: {e.checks[UPSTREAM_CHECK]}"
+            if (suite := e.checks.get(UPSTREAM_CHECK)):   # its summary line, under its wheel
+                notes[len(cells) - 1] = f"upstream tests: {suite.status}: {suite.reason}"
         # each column at least its usual width, wider for a longer cell: a long version
         # (2.3.8+cu130torch2.14.1) must not push the columns after it out of line
         widths = [max(least, *(len(row[i]) for row in cells))

@@ -25,14 +25,15 @@ from cuforge.verify.abi import check_abi
 from cuforge.core.elf import shared_objects
 from cuforge.verify.fatbin import FatbinContainer, check_fatbin, read_fatbin
 from cuforge.verify.importer import check_import
-from cuforge.verify.report import (CHECKS, CheckResult, VerifyContext, WheelReport, merge,
-                                   render_table, reports_to_json)
+from cuforge.verify.checklist import CHECKS, CheckStatus
+from cuforge.verify.report import (CheckResult, VerifyContext, WheelReport, merge, render_table,
+                                   reports_to_json)
 from cuforge.verify.smoke import SmokeScript, check_smoke
 from cuforge.verify.symbols import LibrarySet, check_cudart, check_symbols
 from cuforge.verify.wheel import default_modules, import_roots, package_name, unpack, wheel_lib_dirs
 
 __all__ = [
-    "CHECKS", "CheckResult", "SmokeScript", "VerifyContext", "WheelReport", "context_from",
+    "CHECKS", "CheckResult", "CheckStatus", "SmokeScript", "VerifyContext", "WheelReport", "context_from",
     "render_table", "reports_to_json", "verify_wheel",
 ]
 
@@ -113,9 +114,10 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
         imported = importing.result()
         results.append(imported)
         if smoking is None:
-            results.append(CheckResult("smoke", "skipped", f"skipped: {no_smoke}"))
-        elif imported.status == "fail":
-            results.append(CheckResult("smoke", "skipped", "skipped: the wheel does not import"))
+            results.append(CheckResult("smoke", CheckStatus.SKIPPED, f"skipped: {no_smoke}"))
+        elif imported.failed:
+            results.append(CheckResult("smoke", CheckStatus.SKIPPED,
+                                       "skipped: the wheel does not import"))
         else:
             results.append(smoking.result())
     return WheelReport(wheel, package_name(wheel), results)

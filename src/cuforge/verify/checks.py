@@ -1,7 +1,6 @@
 """Where a recipe's wheel meets the verification layer (``cuforge.verify``): its smoke script,
-the manifest's one-line summary of each check, the package log's record of them, and the arches
-a wheel really embeds. The build (``pipeline.gate``) and ``cuforge verify``
-(``pipeline.verify_command``) use them."""
+the package log's record of its checks, and the arches a wheel really embeds. The build
+(``pipeline.gate``) and ``cuforge verify`` (``pipeline.verify_command``) use them."""
 
 from __future__ import annotations
 
@@ -16,15 +15,9 @@ def log_report(log: Path, report) -> None:
     check, and a passing smoke's message (what it compared, on which GPU) is evidence too."""
     with open(log, "a") as sink:
         sink.write(f"\n# verification of {report.wheel.name}\n")
-        for check, summary in check_summaries(report).items():
-            sink.write(f"{check}: {summary}\n")
-
-
-def check_summaries(report) -> dict[str, str]:
-    """``{check: "status: detail"}`` for the manifest (details that start with their status,
-    like "skipped: no GPU", are not prefixed twice)."""
-    return {r.check: r.detail if r.detail.startswith(r.status) else
-            f"{r.status}: {r.detail}" if r.detail else r.status for r in report.results}
+        for r in report.results:   # for people: the words, the whole detail
+            sink.write(f"{r.check}: {r.status}" + (f": {r.reason}" if r.detail else "")
+                       + "".join(f"\n{line}" for line in r.detail.splitlines()[1:]) + "\n")
 
 
 def smoke_script(project: Project, recipe: Recipe):

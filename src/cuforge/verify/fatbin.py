@@ -43,7 +43,8 @@ from elftools.elf.elffile import ELFFile
 
 from cuforge.config.arches import Arch, ArchList, ArchTarget
 from cuforge.core.elf import ElfLib, demangle
-from cuforge.verify.report import CheckResult, Status, worst
+from cuforge.verify.checklist import CheckStatus as Status
+from cuforge.verify.report import CheckResult, worst
 
 FATBIN_MAGIC = 0xBA55ED50
 SECTION = ".nv_fatbin"
@@ -320,11 +321,11 @@ def check_fatbin(so: Path, requested: ArchList | None) -> CheckResult:
                            f"against the requested arches ({requested.torch(' ')})")
     notes = coverage(containers, requested)
     status = worst(s for s, _ in notes)
-    if requested is not None and status == "pass":
+    if requested is not None and status is Status.PASS:
         listing += f"; native SASS for every requested arch ({requested.torch(' ')})"
-    ordered = sorted(notes, key=lambda n: ("pass", "warn", "fail").index(n[0]), reverse=True)
+    ordered = sorted(notes, key=lambda n: Status(n[0]).severity, reverse=True)
     lines = [text for _, text in ordered]
-    if status != "pass":
+    if status is not Status.PASS:
         lines.insert(1, listing)
     else:
         lines.insert(0, listing)

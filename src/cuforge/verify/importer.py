@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cuforge.verify._proc import ProcessResult, describe_exit, last_error_line, run_python
-from cuforge.verify.report import CheckResult
+from cuforge.verify.report import CheckResult, CheckStatus
 
 MARK = "cuforge-import:"  # printed before each import: tells which one crashed or hung
 
@@ -88,7 +88,7 @@ def check_import(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
                              timeout=timeout, env=env)
         result = interpret(outcome, timeout=timeout)
         return CheckResult("import", "pass", f"imported {', '.join(modules)}") \
-            if result.status == "pass" else result
+            if result.status is CheckStatus.PASS else result
     # Both imports at once: each is an interpreter loading torch or the wheel's libraries
     # (seconds for spconv), and the second only matters once the first passed.
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -97,7 +97,7 @@ def check_import(python: Path, paths: Sequence[Path], modules: Sequence[str], *,
         alone = pool.submit(_import, python, paths, modules, with_torch=False, timeout=timeout,
                             env=env)
         result = interpret(first.result(), timeout=timeout)
-        if result.status != "pass":
+        if result.status is not CheckStatus.PASS:
             return result
         return _without_torch(alone.result(), modules, timeout=timeout)
 
@@ -122,7 +122,7 @@ def _without_torch(outcome: ProcessResult, modules: Sequence[str], *,
     silently."""
     done = f"imported torch, then {', '.join(modules)}"
     alone = interpret(outcome, timeout=timeout)
-    if alone.status == "pass":
+    if alone.status is CheckStatus.PASS:
         return CheckResult("import", "pass", f"{done}; also without torch imported first")
     missing = _MISSING.search(outcome.stderr)
     where = _last_started(outcome.stdout)

@@ -17,7 +17,7 @@ skipped when the device cannot run the wheel's device code. The rule (see ``fatb
 every kernel group of every ``.so`` needs SASS for the device's major with a minor at or below
 the device's (``a`` cubins: exactly the device), or PTX for an arch at or below the device.
 
->>> smoke_verdict(0, "ok\\n", "").status
+>>> smoke_verdict(0, "ok\\n", "").status.value
 'pass'
 >>> smoke_verdict(77, "skipped: no GPU\\n", "").detail
 'skipped: no GPU'
@@ -36,7 +36,7 @@ from cuforge.config.arches import Arch
 from cuforge.verify._proc import describe_exit, last_error_line, run_python
 from cuforge.verify.fatbin import FatbinContainer, runs_on
 from cuforge.verify.importer import interpret
-from cuforge.verify.report import CheckResult
+from cuforge.verify.report import CheckResult, CheckStatus
 from cuforge.verify.requirements import unmet
 
 SKIP_EXIT = 77
@@ -79,7 +79,7 @@ def probe_device(python: Path, paths: Sequence[Path] = (), *,
     line = next((ln for ln in outcome.stdout.splitlines() if ln.startswith(_PROBE_MARK)), None)
     if line is None or outcome.returncode != 0:
         failed = interpret(outcome, timeout=timeout, check="smoke")
-        if failed.status == "pass":
+        if failed.status is CheckStatus.PASS:
             failed = CheckResult("smoke", "fail", "the GPU probe printed nothing")
         return CheckResult("smoke", "fail", f"cannot probe the GPU: {failed.detail}")
     info = json.loads(line.removeprefix(_PROBE_MARK))

@@ -31,7 +31,7 @@ from pathlib import Path
 from cuforge.config.stress import StressRule
 from cuforge.core.errors import ToolchainError
 from cuforge.verify._proc import describe_exit, last_error_line, run_python
-from cuforge.verify.report import CheckResult
+from cuforge.verify.report import CheckResult, CheckStatus
 from cuforge.verify.smoke import _LAUNCHER, smoke_verdict
 
 CHECK = "stress"
@@ -78,8 +78,8 @@ def sanitized_verdict(returncode: int | None, stdout: str, stderr: str, *, secon
     >>> sanitized_verdict(0, "pass: 40 calls\\n", "========= ERROR SUMMARY: 0 errors\\n",
     ...                   seconds=61.0, timeout=600).detail
     'passed under compute-sanitizer memcheck: 0 errors (61.0 s); 40 calls'
-    >>> sanitized_verdict(99, "", "========= ERROR SUMMARY: 2 errors\\n", seconds=5, timeout=600).status
-    'fail'
+    >>> sanitized_verdict(99, "", "========= ERROR SUMMARY: 2 errors\\n", seconds=5, timeout=600).failed
+    True
     """
     errors = sanitizer_errors(stdout + "\n" + stderr)
     if returncode is None:
@@ -90,7 +90,7 @@ def sanitized_verdict(returncode: int | None, stdout: str, stderr: str, *, secon
         return CheckResult(SANITIZE_CHECK, "fail", "\n".join([
             f"compute-sanitizer memcheck: {errors} errors ({seconds:.1f} s)", *found]))
     script = smoke_verdict(returncode if returncode != 99 else 1, stdout, stderr)
-    if script.status != "pass":
+    if script.status is not CheckStatus.PASS:
         return CheckResult(SANITIZE_CHECK, script.status,
                            f"{script.detail} (under compute-sanitizer)")
     if errors is None:

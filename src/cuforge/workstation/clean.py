@@ -5,8 +5,11 @@ removed only when named (``--wheelhouse DIR``): it holds the published, verified
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,39 +27,69 @@ PER_COMBO = ("envs", "work", "logs", "sccache", "upstream-tests")
 
 @dataclass(frozen=True)
 class Item:
-    """One thing clean can remove: a path, what it is, its size on disk."""
+    """One thing clean can remove: a path, what it is, its size on disk (every inode once),
+    and what removing it frees: the inodes with no link outside it (uv hard-links a combo
+    env's files from its cache: 6 GB on disk, a few MB freed)."""
 
     path: Path
     kind: str
     size: int
+    frees: int = 0
+
+
+def _inodes(paths: Iterable[Path]) -> dict[tuple[int, int], tuple[int, bool]]:
+    """``(dev, inode) -> (bytes on disk, whether every link to it is under paths)``, each inode
+    once, symlinks not followed. A directory counts as all inside (its link count holds its
+    subdirectories' ``..``)."""
+    sizes: dict[tuple[int, int], int] = {}
+    links: dict[tuple[int, int], int] = {}   # links seen; a directory: its own count
+    counts: dict[tuple[int, int], int] = {}  # the inode's link count
+
+    def see(p: str) -> None:
+        st = os.lstat(p)
+        key = (st.st_dev, st.st_ino)
+        sizes[key] = st.st_blocks * 512
+        links[key] = links.get(key, 0) + 1
+        counts[key] = links[key] if stat.S_ISDIR(st.st_mode) else st.st_nlink
+
+    for path in paths:
+        if path.is_symlink() or not path.exists():
+            continue
+        see(str(path))
+        for top, dirs, files in os.walk(path):
+            for name in (*dirs, *files):
+                see(os.path.join(top, name))
+    return {k: (size, links[k] >= counts[k]) for k, size in sizes.items()}
 
 
 def disk_usage(path: Path) -> int:
-    """Bytes ``path`` takes on disk: every inode once (uv hard-links envs from its cache),
-    symlinks not followed."""
-    if path.is_symlink() or not path.exists():
-        return 0
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for top, dirs, files in os.walk(path):
-        for name in (*dirs, *files):
-            st = os.lstat(os.path.join(top, name))
-            if (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_blocks * 512
-    return total + os.lstat(path).st_blocks * 512
+    """Bytes ``path`` takes on disk: every inode once, symlinks not followed (``du -s``)."""
+    return sum(size for size, _ in _inodes([path]).values())
+
+
+def freed(paths: Iterable[Path]) -> int:
+    """Bytes that removing all of ``paths`` frees: inodes whose every link is among them (a
+    file hard-linked from uv's cache stays there). Two envs linking the same file free it
+    only together."""
+    return sum(size for size, inside in _inodes(paths).values() if inside)
 
 
 def human(size: int) -> str:
-    """``"5.6 GB"``, ``"13.0 MB"``, ``"4 kB"``.
+    """In the units ``du -h`` prints: powers of 1024, rounded up, one decimal below 10.
 
-    >>> human(5_600_000_000), human(13_000_000), human(4096)
-    ('5.6 GB', '13.0 MB', '4 kB')
+    >>> human(5_600_000_000), human(23_000_000), human(4096), human(300)
+    ('5.3G', '22M', '4.0K', '300')
     """
-    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{round(size / 1e3)} kB"
+    if size < 1024:
+        return str(size)
+    value, unit = float(size), ""
+    for unit in "KMGTP":
+        value /= 1024
+        if value < 1024:
+            break
+    if value < 10 and math.ceil(value * 10) < 100:
+        return f"{math.ceil(value * 10) / 10:.1f}{unit}"
+    return f"{math.ceil(value)}{unit}"
 
 
 def _known_ids(combos: list[Combo]) -> set[str]:
@@ -74,9 +107,9 @@ def inventory(project: Project) -> list[Item]:
         if top.name in PER_COMBO and top.is_dir() and not top.is_symlink():
             for d in sorted(top.iterdir()):
                 if d.is_dir():
-                    items.append(Item(d, top.name, disk_usage(d)))
+                    items.append(_item(d, top.name))
         elif top.is_dir():
-            items.append(Item(top, top.name, disk_usage(top)))
+            items.append(_item(top, top.name))
     return items
 
 
@@ -104,7 +137,11 @@ def wheelhouse_item(path: Path) -> Item:
         raise ConfigError(f"{path} is not a cuforge wheelhouse (no {MANIFEST} under it)",
                           hint="name the wheelhouse root cuforge build wrote, e.g. "
                                "--wheelhouse wheelhouse")
-    return Item(path, "wheelhouse", disk_usage(path))
+    return _item(path, "wheelhouse")
+
+
+def _item(path: Path, kind: str) -> Item:
+    return Item(path, kind, disk_usage(path), freed([path]))
 
 
 def remove(item: Item) -> None:
@@ -127,4 +164,11 @@ def remove(item: Item) -> None:
 
 
 def summary(items: list[Item]) -> str:
-    return f"{plural(len(items), 'dir')}, {human(sum(i.size for i in items))}"
+    """``"3 dirs, 6.1G on disk; removing them frees 25M (the rest is hard links into uv's
+    cache)"``: the links shared among ``items`` counted once."""
+    paths = [i.path for i in items]
+    on_disk, frees = sum(s for s, _ in _inodes(paths).values()), freed(paths)
+    them = "it" if len(items) == 1 else "them"
+    return (f"{plural(len(items), 'dir')}, {human(on_disk)} on disk; removing {them} frees "
+            f"{human(frees)}" + (" (the rest is hard links into uv's cache)"
+                                 if on_disk - frees >= 1024 ** 2 else ""))

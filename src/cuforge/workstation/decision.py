@@ -40,6 +40,8 @@ class SetupRequest:
     index: IndexOptions = IndexOptions()   # --find-links DIR, --no-index
     team_wheels: str = ""        # --wheels URL|DIR: a team's index, tried before compiling
     pinned: bool = False         # --pinned: upstream's pinned copies, not the checkout's own
+    stress: bool = False         # --stress: each wheel's [stress] before it is installed
+    sanitize: bool = False       # --sanitize: the same, short, under compute-sanitizer
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from cuforge.config import platforms
 from cuforge.config.arches import Arch, parse_target
 from cuforge.config.combos import Combo, load_combos, select_combo
 from cuforge.core import jsonout
+from cuforge.workstation.verdict import PROBLEMS, verdict
 from cuforge.core.console import make_console, plural, table, timed
 from cuforge.core.errors import ConfigError, CuforgeError, ToolchainError
 from cuforge.core.project import Project
@@ -33,7 +34,7 @@ from cuforge.config.recipes import load_recipes
 from cuforge.env.syslibs import missing_headers
 from cuforge.env.target import resolve
 from cuforge.env.toolchain import NVCC_MEM_PER_JOB, default_jobs, mem_available
-from cuforge.publish.wheelhouse import MANIFEST, Wheelhouse
+from cuforge.publish.wheelhouse import MANIFEST, Status, Wheelhouse
 
 Runs = Literal["native", "compatible", "ptx", "none", "no device code"]
 _STYLE = {"ok": "green", "missing": "red", "old": "red", "info": "cyan", "not yet": "yellow",
@@ -164,11 +165,15 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
     out.print(Text(f"judged: {names} ({'--combo' if combo else 'an env or a wheelhouse here'})"
                    if judged else "judged: no combo has an env or a wheelhouse here yet "
                    "(--combo NAME judges one); the other combos are information"))
-    problems = sum(status in ("missing", "old") for _, status, _ in rows) + len(cannot_run)
+    problems = [(check, detail) for check, status, detail in rows if status in PROBLEMS]
+    if cannot_run and device is not None:
+        problems.append((f"{', '.join(cannot_run)} on sm_{device[0].number}",
+                         f"cannot run there; fix: cuforge build --cuda-arch {device[0]}"))
     jsonout.update(device=device[1] if device else None, judged=[c.id for c in judged],
                    checks=[{"check": c, "status": st, "detail": d} for c, st, d in rows],
-                   wheelhouses=houses, cannot_run=cannot_run, problems=problems)
-    return 0 if problems == 0 else ToolchainError.exit_code
+                   wheelhouses=houses, cannot_run=cannot_run, problems=len(problems))
+    out.print(verdict(problems, names or "this machine"), soft_wrap=True)
+    return 0 if not problems else ToolchainError.exit_code
 
 
 def _as_info(row: tuple[str, str, str], judged: bool) -> tuple[str, str, str]:
@@ -176,7 +181,7 @@ def _as_info(row: tuple[str, str, str], judged: bool) -> tuple[str, str, str]:
     check, status, detail = row
     if judged or status not in ("missing", "old"):
         return row
-    return check, "info", f"{status} (not in use here): {detail}"
+    return check, "info", f"{status} (not in use here): {detail.splitlines()[0]}"
 
 
 def optional_packages(project: Project) -> dict[str, str]:
@@ -257,9 +262,21 @@ def _combos(project: Project, report: gpu.GpuReport, combos: list[Combo],
             judged: set[str]) -> list[tuple[str, str, str]]:
     rows = []
     for combo in combos:
-        rows += [_as_info(row, combo.id in judged)
-                 for row in _combo_rows(project, report, combo, combo.id in judged)]
+        if combo.id in judged:
+            rows += _combo_rows(project, report, combo, True)
+        else:   # information: one row, naming only what would be wrong if it were used
+            rows.append(_unused_combo(_combo_rows(project, report, combo), combo))
     return rows
+
+
+def _unused_combo(rows: list[tuple[str, str, str]], combo: Combo) -> tuple[str, str, str]:
+    """A combo not in use, in one row: what of it is missing, or that it is information."""
+    if len(rows) == 1 and rows[0][0].endswith(": platform"):   # built elsewhere / emulated
+        return f"combo {combo.id}", "info", rows[0][2]
+    wrong = [f"{check.split(': ', 1)[1]} {status}: {detail.splitlines()[0]}"
+             for check, status, detail in rows if status in PROBLEMS]
+    return (f"combo {combo.id}", "info", "not in use here (--combo " + combo.id + " judges it)"
+            + (f"; {'; '.join(wrong)}" if wrong else ""))
 
 
 def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo, judged: bool = False
@@ -337,10 +354,10 @@ def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None,
 
     for entry in Wheelhouse(house).latest().values():
         wheel = house / entry.wheel if entry.wheel else None
-        if wheel is None or not wheel.is_file():
+        if wheel is None or not wheel.is_file():   # a build that made no wheel: no verdict
             optional = entry.package in (left_out or {})
-            row(entry.package, "left out" if optional else str(entry.status),
-                (left_out or {}).get(entry.package) or entry.reason or "no wheel", "yellow")
+            row(entry.package, "left out" if optional else "no wheel",
+                (left_out or {}).get(entry.package) or _no_wheel(entry), "yellow")
             continue
         if device is None:
             emb = entry.arches_embedded
@@ -352,6 +369,14 @@ def _wheelhouse_table(house: Path, root: Path, device: tuple[Arch, str] | None,
         if runs_on.runs == "none":
             none.append(entry.package)
     return t, none
+
+
+def _no_wheel(entry) -> str:
+    """Why a package's newest manifest line has no wheel to rate."""
+    if entry.wheel:
+        return f"{entry.wheel} is no longer in the wheelhouse"
+    said = "its last build failed" if entry.status is Status.FAILED else str(entry.status)
+    return f"{said}: {entry.reason.splitlines()[0]}" if entry.reason else said
 
 
 def _host_compilers(project: Project, judged: list[Combo]) -> list[tuple[str, str, str]]:
@@ -388,9 +413,14 @@ def _emulation(project: Project) -> list[tuple[str, str, str]]:
             continue
         envs = [venv.env_dir(project.state_dir, c) / "bin" / "python" for c in emulated
                 if c.target.name == name and venv.is_ready(project.state_dir, c)]
-        for f in emulation_setup.check(project.state_dir, emu,
-                                 torch_python=envs[0] if envs else None):
-            # optional: an unusable emulator is "not yet", never a failure of the machine
-            rows.append((f"emulation {name}", emulation_setup.verdict(f.ok),
-                         f.what if f.ok else f"{f.what}; fix: {f.fix}"))
+        findings = emulation_setup.check(project.state_dir, emu,
+                                         torch_python=envs[0] if envs else None)
+        rows += [(f"emulation {name}", emulation_setup.verdict(True), f.what)
+                 for f in findings if f.ok]
+        bad = [f for f in findings if not f.ok]
+        if bad:   # optional: "not yet", never a failure; its fix once, not once per finding
+            more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+            rows.append((f"emulation {name}", emulation_setup.verdict(False),
+                         f"{bad[0].brief or bad[0].what}{more}; fix: `sudo cuforge emulation "
+                         f"setup --platform {name}`"))
     return rows

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from cuforge.core.console import verdict_line
+from cuforge.verify.report import verdict_line
 from cuforge.core.project import Project
 from cuforge.workstation.decision import Setup, installable
 
@@ -68,7 +68,7 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
     from cuforge.verify import host
     from cuforge.verify._proc import run_python
     from cuforge.verify.importer import LOAD_MODULE, MARK, interpret
-    from cuforge.verify.report import CheckResult
+    from cuforge.verify.report import CheckResult, CheckStatus
     from cuforge.verify.smoke import run_smoke
     modules = stack_modules(p)
     runs_with = dict(p.target.step_env())   # what the venv's Python needs (emulation)
@@ -79,11 +79,11 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
         outcome = run_python(python, ["-c", _STAGE.format(load_module=LOAD_MODULE, mark=MARK,
                                                          modules=modules)], env=runs_with)
         imported = interpret(outcome, timeout=300)
-        results = {"import": imported if imported.status == "fail" else
+        results = {"import": imported if imported.failed else
                    CheckResult("import", "pass", f"torch + {len(modules)} modules together")}
         gpu = next((json.loads(ln.split(" ", 1)[1]) for ln in outcome.stdout.splitlines()
                     if ln.startswith("CUFORGE-GPU ")), None)
-        if not p.stack.checkout_model or imported.status == "fail":
+        if not p.stack.checkout_model or imported.failed:
             pass
         elif gpu is None:
             results["checkout model"] = CheckResult(
@@ -94,13 +94,11 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
                             args=[str(checkout.resolve())], timeout=900, env=runs_with)
             results["checkout model"] = CheckResult("checkout model", ran.status,
                                                     f"{ran.detail} on {gpu}")
-    summary = {name: r.detail if r.detail.startswith(r.status) else
-               f"{r.status}: {r.detail}" if r.detail else r.status for name, r in results.items()}
-    out.print(verdict_line(f"model stage ({p.stack.name})", summary, reason_width=200))
-    failed = [r for r in results.values() if r.status == "fail"]
+    out.print(verdict_line(f"model stage ({p.stack.name})", results.values(), reason_width=200))
+    failed = [r for r in results.values() if r.failed]
     for r in failed:
         out.print(Text(r.detail, style="red"))
     ran = results.get("checkout model")
-    if ran is not None and ran.status == "pass":     # what it compared, with the numbers
+    if ran is not None and ran.status is CheckStatus.PASS:     # what it compared, with the numbers
         out.print(Text(f"checkout model: {ran.detail}"))
     return not failed

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from cuforge.core.console import duration, heartbeat, make_console
 from cuforge.core.errors import BuildError, ConfigError, VerifyError
 from cuforge.core.project import Project
 from cuforge.env.checkoutreqs import CheckoutRequirement, RequirementsOutcome, constraints
+from cuforge.verify.checklist import CheckStatus
 from cuforge.workstation.activation import env_file, write_env
 from cuforge.workstation.checkout_build import drifts, require_patches_apply, source_lines
 from cuforge.workstation.decision import (Setup, SetupRequest, check_setup, checkout_requirements,
@@ -110,7 +112,7 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         now["step"] = f"patching {req.checkout}"
         with spent("patch"):
             _patch(project, req, p.stack, out)
-        write_env(req.venv, p.stack)
+        write_env(req.venv, settled(p))
         out.print(Text(f"env file: {env_file(req.venv, p.stack.name)} (sourced by "
                        f"{req.venv / 'bin' / 'activate'})"))
         now["step"] = "the model stage"
@@ -257,6 +259,15 @@ class Phases:
         return ", ".join([*shown, f"other {max(0.0, total - inside):.1f} s"])
 
 
+def settled(p: Setup) -> Stack:
+    """The stack with each evidence-driven variable decided by the wheelhouse's latest
+    entries (a wheel that passed its stress keeps spconv's fast algorithms)."""
+    passed = {(name, check): str(result.detail or "")
+              for name, entry in p.house.latest().items()
+              for check, result in entry.checks.items() if result.status == CheckStatus.PASS}
+    return replace(p.stack, env=tuple(var.settle(passed) for var in p.stack.env))
+
+
 def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float:
     """Build what is missing; the seconds its checks took."""
     from cuforge.pipeline.executor import build
@@ -270,7 +281,8 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
                                           packages=p.to_build, jobs=req.jobs,
                                           rebuild=req.rebuild, keep_going=True,
                                           src_overrides=req.src_overrides,
-                                          checkout=p.checkout,
+                                          checkout=p.checkout, stress=req.stress,
+                                          sanitize=req.sanitize,
                                           team_wheels=req.team_wheels),
                     on_report=lambda r: jsonout.update(build=r))
     needed = [e.package for e in outcome.failed if e.package in p.required]
