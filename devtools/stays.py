@@ -11,7 +11,14 @@ lands in a function of the package (a module-level function, a class - its ``__i
 again. Coming back to the caller counts as landing there again when the caller goes on to
 follow another call. A stay is each landing in a module other than the one the reader is in;
 the first module is stay 1. Calls the code makes through data (a handler table, a callback)
-are not followed: a reader sees the table, not a call.
+are not followed: a reader sees the table, not a call. A ``self.method()`` is looked up from the
+class of the object (a mixin's call lands in the sibling mixin that defines it).
+
+A function handed to another thread (``pool.submit(fn, ...)``, ``Thread(target=fn)``) is where
+each package's work runs: the build's path stops there, and the *per-package path* is read
+from it as from a start (the same depth; functions the build's path read are not read again),
+and reported on a line of its own. ``if req.FLAG:`` branches are left out for the request's
+``bool = False`` flags and its ``str = ""`` options (``--wheels`` not given).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ class Module:
     path: Path
     functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
     classes: set[str] = field(default_factory=set)
+    bases: dict[str, list[str]] = field(default_factory=dict)   # class -> its bases' names
     imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)   # alias -> (mod, attr)
 
 
@@ -46,6 +54,7 @@ def load_package(src: Path, package: str) -> dict[str, Module]:
                 mod.functions[node.name] = node
             elif isinstance(node, ast.ClassDef):
                 mod.classes.add(node.name)
+                mod.bases[node.name] = [b.id for b in node.bases if isinstance(b, ast.Name)]
                 for item in node.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         mod.functions[f"{node.name}.{item.name}"] = item
@@ -127,7 +136,10 @@ def local_instances(func: ast.AST, where: FuncKey, modules: dict[str, Module]
 
 
 def resolve_call(call: ast.Call, where: FuncKey, modules: dict[str, Module],
-                 instances: dict[str, FuncKey]) -> FuncKey | None:
+                 instances: dict[str, FuncKey],
+                 self_class: tuple[str, str] | None = None) -> FuncKey | None:
+    """The package function ``call`` lands in, or None. ``self_class``: the class of the
+    object ``self`` is (a mixin's ``self.method()`` is looked up from it, as Python does)."""
     mod = modules[where[0]]
     cls = where[1].split(".")[0] if "." in where[1] else None
 
@@ -159,7 +171,8 @@ def resolve_call(call: ast.Call, where: FuncKey, modules: dict[str, Module],
             key = f"{init.split('.')[0]}.{fn.attr}"
             return (module, key) if key in modules[module].functions else None
         if owner == "self" and cls:
-            return (mod.name, f"{cls}.{fn.attr}") if f"{cls}.{fn.attr}" in mod.functions else None
+            return (method(modules, *self_class, fn.attr) if self_class else None) \
+                or method(modules, mod.name, cls, fn.attr)
         if owner in mod.classes:
             key = f"{owner}.{fn.attr}"
             return (mod.name, key) if key in mod.functions else None
@@ -173,9 +186,48 @@ def resolve_call(call: ast.Call, where: FuncKey, modules: dict[str, Module],
     return None
 
 
+def method(modules: dict[str, Module], module: str, cls: str, name: str,
+           depth: int = 0) -> FuncKey | None:
+    """``cls.name`` where it is defined: the class, else its bases in order (a mixin in another
+    module is where the reader goes next)."""
+    mod = modules[module]
+    if f"{cls}.{name}" in mod.functions:
+        return (module, f"{cls}.{name}")
+    for base in mod.bases.get(cls, []) if depth < 10 else []:
+        where = _class(modules, module, base)
+        if where and (found := method(modules, *where, name, depth + 1)):
+            return found
+    return None
+
+
+def _class(modules: dict[str, Module], module: str, name: str) -> tuple[str, str] | None:
+    """(module, class) of the class ``name`` as ``module`` sees it (a re-export followed)."""
+    mod = modules[module]
+    if name in mod.classes:
+        return module, name
+    if name in mod.imports:
+        src_mod, attr = mod.imports[name]
+        if attr and src_mod in modules:
+            return _class(modules, src_mod, attr)
+    return None
+
+
+def handed_off(call: ast.Call) -> ast.expr | None:
+    """The function a call hands to another thread (``pool.submit(fn, ...)``,
+    ``pool.map(fn, ...)``, ``Thread(target=fn)``), as the expression that names it."""
+    fn = call.func
+    name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+    if name in ("submit", "map") and call.args:
+        return call.args[0]
+    if name == "Thread":
+        return next((k.value for k in call.keywords if k.arg == "target"), None)
+    return None
+
+
 def default_off(modules: dict[str, Module], module: str, request: str) -> frozenset[str]:
     """The request's flags that are off unless asked: its dataclass's ``bool = False`` fields
-    (the class is looked up where ``module`` imports it from, else in ``module``)."""
+    and ``str = ""`` options (``--wheels``, ``--cache`` not given); the class is looked up
+    where ``module`` imports it from, else in ``module``."""
     origin = modules[module].imports.get(request, (module, None))[0]
     path = modules.get(origin, modules[module]).path
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -183,34 +235,75 @@ def default_off(modules: dict[str, Module], module: str, request: str) -> frozen
             return frozenset(
                 item.target.id for item in node.body
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
-                and isinstance(item.value, ast.Constant) and item.value.value is False)
+                and isinstance(item.value, ast.Constant)
+                and (item.value.value is False or item.value.value == ""))
     return frozenset()
 
 
 def stays(start: FuncKey, modules: dict[str, Module], depth: int,
-          off: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+          off: frozenset[str] = frozenset(),
+          threads: list[FuncKey] | None = None,
+          seen: set[FuncKey] | None = None) -> list[tuple[str, str]]:
     """Each stay in reading order, as (module, the call that lands there): the start, then
     every call followed from one module into another (a call within a module keeps the reader
-    where it is)."""
-    seen: set[FuncKey] = set()
-    entered: list[tuple[str, str]] = [(start[0], start[1])]
+    where it is). A function handed to another thread (``pool.submit(fn)``) is not a call:
+    it is put in ``threads`` for a walk of its own (``package_stays``). ``seen`` gets every
+    function read."""
+    return _walk([start], modules, depth, off, set() if seen is None else seen,
+                 [] if threads is None else threads)
 
-    def read(key: FuncKey, level: int) -> None:
+
+def package_stays(entries: list[FuncKey], modules: dict[str, Module], depth: int,
+                  off: frozenset[str] = frozenset(),
+                  seen: set[FuncKey] | None = None) -> list[tuple[str, str]]:
+    """The per-package path: the stays of the functions the build hands to its threads (each
+    package's work), read from each one as from a start, DEPTH calls deep; a hand-off inside
+    it (a wheel's import and smoke side by side) is read as a call. ``seen``: functions the
+    build's path read already (not read again)."""
+    return _walk(entries, modules, depth, off, set(seen or ()), None)   # None: read inline
+
+
+def _walk(starts: list[FuncKey], modules: dict[str, Module], depth: int, off: frozenset[str],
+          seen: set[FuncKey], threads: list[FuncKey] | None) -> list[tuple[str, str]]:
+    entered: list[tuple[str, str]] = []
+
+    def read(key: FuncKey, level: int, self_class: tuple[str, str] | None) -> None:
         seen.add(key)
         if level == depth:
             return
         func = modules[key[0]].functions[key[1]]
         instances = local_instances(func, key, modules)
         for call in _calls_in_order(func, off):
-            callee = resolve_call(call, key, modules, instances)
+            ref = handed_off(call)
+            target = resolve_call(ast.Call(ref, [], []), key, modules, instances, self_class) \
+                if ref else None
+            if target is not None and threads is not None:
+                if target not in threads:
+                    threads.append(target)
+                continue
+            via = ref if target is not None else call.func
+            callee = target or resolve_call(call, key, modules, instances, self_class)
             if callee is None or callee in seen:
                 continue
             if callee[0] != key[0]:
                 entered.append((callee[0], f"{callee[1]}  <- {key[0].split('.')[-1]}.{key[1]}"))
-            read(callee, level + 1)
+            read(callee, level + 1, self_class if _on_self(via) else _class_of(callee))
 
-    read(start, 0)
+    for start in starts:
+        if start in seen:
+            continue
+        entered.append((start[0], start[1]))
+        read(start, 0, _class_of(start))
     return entered
+
+
+def _on_self(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
+        and expr.value.id == "self"
+
+
+def _class_of(key: FuncKey) -> tuple[str, str] | None:
+    return (key[0], key[1].split(".")[0]) if "." in key[1] else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,8 +324,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stays: no function {args.start} under {args.src}", file=sys.stderr)
         return 2
     off = default_off(modules, module, args.request) - set(args.flag)
-    visits = stays((module, func), modules, args.depth, off)
-    if args.show:
+    threads: list[FuncKey] = []
+    seen: set[FuncKey] = set()
+    visits = stays((module, func), modules, args.depth, off, threads, seen)
+    package = package_stays(threads, modules, args.depth, off, seen)
+    on = "".join(f", {f}" for f in args.flag)
+    _report(f"{args.start} (depth {args.depth}{on})", visits, args.show)
+    names = ", ".join(f for _, f in threads) or "none"
+    _report(f"per package, in its thread ({names})", package, args.show)
+    return 0
+
+
+def _report(what: str, visits: list[tuple[str, str]], show: bool) -> None:
+    if show:
         for i, (m, via) in enumerate(visits, 1):
             print(f"{i:3} {m}: {via}")
     per_module: dict[str, int] = {}
@@ -240,10 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         per_module[m] = per_module.get(m, 0) + 1
     most = ", ".join(f"{m.split('.')[-1]} {n}" for m, n in
                      sorted(per_module.items(), key=lambda kv: -kv[1])[:5])
-    on = "".join(f", {f}" for f in args.flag)
-    print(f"{args.start} (depth {args.depth}{on}): {len(visits)} stays in {len(per_module)} modules"
-          f" (most entered: {most})")
-    return 0
+    print(f"{what}: {len(visits)} stays in {len(per_module)} modules (most entered: {most})")
 
 
 if __name__ == "__main__":

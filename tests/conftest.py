@@ -20,7 +20,7 @@ def pytest_sessionstart(session) -> None:
         return
     from cuforge.config.combos import select_combo
     from cuforge.core.project import find_project
-    from cuforge.config.target import resolve
+    from cuforge.env.target import resolve
     from cuforge.env.venv import prepare
 
     project = find_project(ROOT)

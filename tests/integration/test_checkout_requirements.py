@@ -27,7 +27,7 @@ from cuforge.env.checkoutreqs import (CheckoutRequirement, IndexOptions,  # noqa
 from cuforge.config.combos import select_combo, with_overrides  # noqa: E402
 from cuforge.core.errors import ConfigError, ToolchainError  # noqa: E402
 from cuforge.core.project import find_project  # noqa: E402
-from cuforge.config.target import resolve  # noqa: E402
+from cuforge.env.target import resolve  # noqa: E402
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 _MACHINE = __import__("platform").machine()

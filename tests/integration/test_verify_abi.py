@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "verif
 import verify_builders as vb  # noqa: E402
 
 from cuforge.verify.abi import abi_offenders, check_abi  # noqa: E402
-from cuforge.verify.elf import ElfLib  # noqa: E402
+from cuforge.core.elf import ElfLib  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not vb.have("g++"), reason="needs g++")
 

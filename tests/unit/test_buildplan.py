@@ -8,9 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from cuforge.config.combos import select_combo, with_overrides
-from cuforge.config.request import BuildRequest
+from cuforge.pipeline.request import BuildRequest
 from cuforge.pipeline.plan import job_shares, make_plan
-from cuforge.config.target import resolve
+from cuforge.env.target import resolve
 from cuforge.core.project import Project, find_project
 from cuforge.config.recipes import load_recipes, build_order
 from cuforge.env.toolchain import Toolkit

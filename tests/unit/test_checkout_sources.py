@@ -17,7 +17,7 @@ from test_buildplan import _setup
 import cuforge.config.checkout
 from cuforge.config.checkout import UserCheckout, checkout_sources, repo_id, with_checkout
 from cuforge.config.recipes import Recipe, Source, build_order, load_recipes
-from cuforge.config.request import BuildRequest
+from cuforge.pipeline.request import BuildRequest
 from cuforge.config.stacks import load_stack
 from cuforge.core.errors import PatchError
 from cuforge.core.project import Project, find_project

@@ -1,4 +1,4 @@
-"""Machine facts come from data/platforms.toml through cuforge.config.target / cuforge.config.platforms only:
+"""Machine facts come from data/platforms.toml through cuforge.env.target / cuforge.config.platforms only:
 no other module asks the machine what it is or spells a platform's names (issue 42)."""
 
 from __future__ import annotations

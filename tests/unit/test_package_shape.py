@@ -17,10 +17,11 @@ import cuforge
 PACKAGE = Path(cuforge.__file__).parent
 SOURCES = {p.relative_to(PACKAGE).as_posix(): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
 
-# docs/how-it-works.md, "Architecture": a module imports its own layer or one below
-LAYERS = {"core": 0, "data": 1, "config": 1, "env": 1, "publish": 1, "verify": 1, "patching": 1,
-          "pipeline": 2, "workstation": 3, "cli": 4}
-COMMANDS_IN_PARTS = {"cuforge.verify.command": 2}   # `cuforge verify`: a command like build's
+# docs/how-it-works.md, "Architecture": a module imports its own layer or one below (issue 52:
+# the parts are ordered too, so no two packages import each other)
+ORDER = ["core", "data", "patching", "config", "env", "verify", "publish", "pipeline",
+         "workstation", "cli"]
+LAYERS = {name: rank for rank, name in enumerate(ORDER)}
 
 MAX_LINES = 450
 LONGER: set[str] = set()   # modules allowed past MAX_LINES, each with its reason
@@ -55,12 +56,10 @@ def test_no_two_classes_share_a_name():
 
 
 def layer_of(module: str) -> int:
-    if module in COMMANDS_IN_PARTS:
-        return COMMANDS_IN_PARTS[module]
     parts = module.split(".")
     if module == "cuforge":
         return 0   # the version
-    return LAYERS.get(parts[1], 4) if len(parts) > 1 else 4
+    return LAYERS.get(parts[1], LAYERS["cli"]) if len(parts) > 1 else LAYERS["cli"]
 
 
 def imports(sources: dict[str, str]) -> Iterator[tuple[str, list[str]]]:
@@ -91,6 +90,50 @@ def test_the_scan_sees_an_upward_import():
                "workstation/doctor.py": "from cuforge.pipeline.plan import make_plan\n"}
     assert upward_imports(sources) == ["cuforge.core.runner -> cuforge.config.combos",
                                        "cuforge.pipeline.plan -> cuforge.workstation"]
+
+
+def package_cycles(sources: dict[str, str]) -> list[list[str]]:
+    """Each set of packages (``cuforge.X``) that reach each other through imports, lazy ones
+    too (issue 52: config <-> env through config/target.py, hidden by imports in functions):
+    the strongly connected components of the package graph with more than one member."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for mod, names in imports(sources):
+        here, there = mod.split("."), names[0].split(".")
+        if len(here) > 1 and there[0] == "cuforge" and len(there) > 1 and there[1] != here[1]:
+            edges[here[1]].add(there[1])
+    reach = {p: _reachable(p, edges) for p in list(edges)}
+    groups = {frozenset({p, *(q for q in reach[p] if p in reach.get(q, ()))}) for p in reach}
+    return sorted(sorted(g) for g in groups if len(g) > 1)
+
+
+def _reachable(start: str, edges: dict[str, set[str]]) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_no_two_packages_reach_each_other():
+    assert package_cycles(SOURCES) == []
+
+
+def test_the_scan_sees_a_package_cycle_through_a_lazy_import():
+    sources = {"config/target.py": "def f():\n    from cuforge.env import emulation\n",
+               "env/emulation.py": "X = 1\n",
+               "env/venv.py": "from cuforge.publish.wheelhouse import MANIFEST\n",
+               "publish/wheelhouse.py": "from cuforge.config.combos import Combo\n",
+               "config/combos.py": "class Combo: ...\n",
+               "verify/elf.py": "from cuforge.core import errors\n"}
+    assert package_cycles(sources) == [["config", "env", "publish"]]
+
+
+def test_every_package_has_its_place_in_the_order():
+    packages = {rel.split("/")[0] for rel in SOURCES if "/" in rel}
+    assert packages == set(ORDER)
 
 
 def mutual_imports(sources: dict[str, str]) -> list[str]:

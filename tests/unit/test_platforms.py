@@ -12,7 +12,7 @@ from cuforge.config import platforms
 from cuforge.config.combos import load_combos
 from cuforge.core.errors import ConfigError
 from cuforge.core.project import find_project
-from cuforge.config.target import require_native, resolve
+from cuforge.env.target import require_native, resolve
 
 
 def _other_platform() -> platforms.Platform:

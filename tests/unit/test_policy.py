@@ -1,5 +1,5 @@
 from cuforge.config.combos import select_combo, with_overrides
-from cuforge.config.request import BuildRequest
+from cuforge.pipeline.request import BuildRequest
 from cuforge.pipeline.plan import effective_policy, package_arches
 from cuforge.core.project import find_project
 from cuforge.config.arches import ArchRule
@@ -62,7 +62,7 @@ def test_append_gencode_reaches_every_nvcc_call_with_the_compiler_cache_off():
     info = TorchInfo(python=Path("/x/bin/python"), py_version="3.12", site_packages=Path("/x"),
                      machine="x86_64", torch="2.14.1", cuda="13.0")
     from cuforge.core.project import find_project
-    from cuforge.config.target import resolve
+    from cuforge.env.target import resolve
     env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True,
                    resolve(find_project(), combo))
     recipe = _recipe("ptx")

@@ -12,7 +12,7 @@ import pytest
 from cuforge.core.errors import ConfigError
 from cuforge.core.project import Project
 from cuforge.config.stacks import load_stack
-from cuforge.verify.command import model_reports
+from cuforge.pipeline.verify_command import model_reports
 
 REPO = Path(__file__).resolve().parents[2]
 

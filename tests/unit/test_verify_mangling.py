@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cuforge.verify.abi import abi_of
-from cuforge.verify.elf import demangle
+from cuforge.core.elf import demangle
 
 CXX11 = "NSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
 

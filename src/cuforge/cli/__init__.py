@@ -13,10 +13,10 @@ import os
 import signal
 import sys
 
-from cuforge.cli.parser import CLOSED_PIPE, make_parser
+from cuforge.cli.parser import make_parser
 from cuforge.core import jsonout
 from cuforge.core.console import QUIET, make_console, print_error
-from cuforge.core.errors import CuforgeError
+from cuforge.core.errors import CLOSED_PIPE, INTERRUPTED, ConfigError, CuforgeError
 
 err_console = make_console(stderr=True)
 
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return ConfigError.exit_code   # no command: a usage error
     if args.quiet:
         os.environ[QUIET] = "1"   # read by every console made from here on (and children)
     if getattr(args, "json", False):
@@ -57,7 +57,7 @@ def _run(args, failure: list[BaseException] | None = None) -> int:
             failure.append(err)
         err_console.print(f"cuforge: interrupted{f' ({err})' if str(err) else ''}; nothing "
                           "half-written was published", markup=False, highlight=False)
-        return 130
+        return INTERRUPTED
 
 
 def _with_json(args) -> int:

@@ -9,7 +9,7 @@ from cuforge.config.arches import ArchPolicy
 from cuforge.config.inputs import check_jobs
 from cuforge.core import jsonout
 from cuforge.core.console import make_console
-from cuforge.core.errors import BuildError, ConfigError
+from cuforge.core.errors import BuildError, ConfigError, ToolchainError
 
 err_console = make_console(stderr=True)
 DEFAULT_PYTHON, DEFAULT_ACCEL = "3.11", "cu130"   # the combo without --combo/--python/--accel
@@ -86,7 +86,7 @@ def _src_overrides(items: list[str]) -> tuple[tuple[str, Path], ...]:
 
 def cmd_build(args) -> int:
     from cuforge.pipeline.executor import build
-    from cuforge.config.request import BuildRequest
+    from cuforge.pipeline.request import BuildRequest
     from cuforge.pipeline.compiler_cache import parse_spec
     from cuforge.env.toolchain import default_jobs
     check_jobs(args.jobs)
@@ -115,7 +115,7 @@ def cmd_build(args) -> int:
 def cmd_clean(args) -> int:
     from rich.text import Text
 
-    from cuforge.env import clean
+    from cuforge.workstation import clean
     from cuforge.core.console import table
     from cuforge.core.project import find_project
     project = find_project(root=args.root)   # not _project: --wheelhouse here is a target
@@ -158,7 +158,7 @@ def cmd_shell(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from cuforge.verify.command import verify_paths
+    from cuforge.pipeline.verify_command import verify_paths
     return verify_paths(_project(args), _combo(args, arches=_arches(args)), args.paths,
                         arches_given=bool(_arches(args)),
                         models=args.models, upstream_tests=args.upstream_tests,
@@ -263,7 +263,7 @@ def cmd_emulation(args) -> int:
     for f in findings:
         print(f"{emulation_setup.verdict(f.ok):7} {f.what}"
               + ("" if f.ok else f"\n        fix: {f.fix}"))
-    return 0 if all(f.ok for f in findings) else 3
+    return 0 if all(f.ok for f in findings) else ToolchainError.exit_code
 
 
 def cmd_resolve(args) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import keyword
-import signal
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -15,12 +14,11 @@ from cuforge.cli.commands import (DEFAULT_ACCEL, DEFAULT_PYTHON, cmd_build, cmd_
                                   cmd_index, cmd_matrix, cmd_mesh_convert, cmd_patch, cmd_resolve,
                                   cmd_setup, cmd_shell, cmd_verify)
 from cuforge.config.arches import ArchPolicy
-from cuforge.core.errors import MissingWheelError, WheelhouseError, exit_code_table
+from cuforge.core.errors import (CLOSED_PIPE, INTERRUPTED, MissingWheelError, WheelhouseError,
+                                 exit_code_table)
 
 DESCRIPTION = ("Build, verify and publish CUDA-extension wheels per combo (python x torch x "
                "CUDA x arches); set up MILo / Pointcept checkouts with them.")
-# what the shell sees when the reader of our output is gone: 128 + SIGPIPE, as if killed by it
-CLOSED_PIPE = 128 + signal.SIGPIPE
 
 
 # Error kinds only some commands can end with; every other kind, any command. A command's
@@ -37,7 +35,7 @@ def command_exit_codes(command: str | None) -> list[tuple[int, str]]:
     skipped = {kind.exit_code for kind, commands in ONLY_IN.items()
                if command is not None and command not in commands}
     return [(0, "success"), *((c, w) for c, w in exit_code_table() if c not in skipped),
-            (130, "interrupted (Ctrl-C, SIGTERM); nothing half-written is published"),
+            (INTERRUPTED, "interrupted (Ctrl-C, SIGTERM); nothing half-written is published"),
             (CLOSED_PIPE, "the reader of the output went away (a closed pipe); nothing more said")]
 
 

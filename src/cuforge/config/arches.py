@@ -12,14 +12,13 @@ and render them for the tools that consume them (torch, CMake, nvcc, package-spe
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
-from importlib import resources
 
 from packaging.version import Version
 
+from cuforge import data
 from cuforge.core.errors import ConfigError
 
 
@@ -146,16 +145,10 @@ class ArchSupport:
 
 
 @cache
-def _table() -> dict:
-    text = resources.files("cuforge.data").joinpath("cuda_arches.toml").read_text()
-    return tomllib.loads(text)
-
-
-@cache
 def known_arches() -> dict[str, ArchSupport]:
     """The arch table from ``data/cuda_arches.toml``, keyed by ``"MAJOR.MINOR"``."""
     out = {}
-    for key, row in _table()["arch"].items():
+    for key, row in data.table("cuda_arches")["arch"].items():
         out[key] = ArchSupport(
             min_cuda=Version(row["min_cuda"]),
             max_cuda=Version(row["max_cuda"]) if "max_cuda" in row else None,
@@ -165,7 +158,7 @@ def known_arches() -> dict[str, ArchSupport]:
 
 
 def families() -> dict[str, list[str]]:
-    return dict(_table()["family"])
+    return dict(data.table("cuda_arches")["family"])
 
 
 def parse_target(text: str) -> ArchTarget:

@@ -18,7 +18,6 @@ is what a plain ``cuforge build`` makes, not what the wheel factory's CI checks.
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from cuforge.config import platforms
 from cuforge.config.combos import Combo, ToolkitSource, load_combos
 from cuforge.core.errors import ConfigError
 from cuforge.core.project import Project
+from cuforge.core.tomlfile import read_toml
 from cuforge.config.recipes import Recipe, load_recipes, build_order
 from cuforge.config.stacks import load_stack
 
@@ -54,12 +54,7 @@ class Runners:
 def load_runners(project: Project) -> tuple[str, dict[str, Runners]]:
     """``envs/ci.toml``: the platform of combos that name none, and the runners per platform."""
     path = project.envs_dir / "ci.toml"
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path} is missing", hint="declare the CI runners per platform there")
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    data = read_toml(path, "CI runner table")
     runners = {}
     for name, row in data.get("platform", {}).items():
         platforms.get(name, where=f"{path} [platform.{name}]")
@@ -79,7 +74,7 @@ class BuildSet:
 
 
 def _ci_data(project: Project) -> dict:
-    return tomllib.loads((project.envs_dir / "ci.toml").read_text())
+    return read_toml(project.envs_dir / "ci.toml", "CI runner table")
 
 
 def build_set(project: Project, combo: Combo) -> BuildSet:

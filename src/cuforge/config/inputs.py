@@ -1,7 +1,9 @@
 """A command's inputs, checked before anything is written: the one set of checks that the dry
-run and the real run both make (``pipeline.executor.build`` and ``workstation.setup.setup``
-call these first), so ``--dry-run`` fails where the run would, with the same line and exit
-code, and a refused input leaves no env, lock, stamp or manifest line behind (``pip install
+run and the real run both make (``pipeline.executor.check_build`` and
+``workstation.decision.check_setup`` gather them with the env's and the wheelhouse's own,
+which sit in the layers above: ``env.resolve.check_combo_env``,
+``publish.writable.check_wheelhouse``), so ``--dry-run`` fails where the run would, with the
+same line and exit code, and a refused input leaves no env, lock, stamp or manifest line behind (``pip install
 --dry-run`` resolves as the install does).
 
 >>> check_jobs(4)
@@ -63,40 +65,21 @@ def check_team_wheels(spec: str) -> None:
                              "index, or an index URL (http://host:8080/simple/)")
 
 
+def check_options(jobs: int | None, src_overrides: tuple[tuple[str, Path], ...],
+                  team_wheels: str) -> None:
+    """A build's own options, cheapest first: ``--jobs``, ``--src``, ``--wheels``."""
+    check_jobs(jobs)
+    check_src_overrides(src_overrides)
+    if team_wheels:
+        check_team_wheels(team_wheels)
+
+
 def check_venv_path(path: Path) -> None:
     """``setup --venv``: a directory to create or reuse, never an existing file."""
     if path.exists() and not path.is_dir():
         raise ConfigError(f"--venv {path} is a file, not a venv directory",
                           hint="pass a directory (created if missing), or leave --venv out "
                                "for CHECKOUT/.venv")
-
-
-def check_combo_env(state_dir: Path, combo, target) -> None:
-    """The combo's env can be had: its emulator works (a combo of another platform), and an
-    env not made yet resolves (its torch and toolkit exist for its platform: ``--torch 9.9``
-    is refused here, not after a venv was half made). An existing env or interpreter is
-    checked where it is read (``venv.prepare``, ``venv.inspect``)."""
-    from cuforge.env.resolve import require_resolvable
-    target.require_usable()
-    require_resolvable(state_dir, combo)
-
-
-def check_wheelhouse(project, combo) -> None:
-    """The combo's wheelhouse directory can be written (read-only, not ours or a full disk:
-    exit 9 now, naming the option that chose it, not after the compile)."""
-    from cuforge.publish.writable import check_writable
-    check_writable(combo.wheel_dir(project.wheelhouse), project.wheelhouse_named_by)
-
-
-def check_build(project, req) -> None:
-    """Everything of a ``build`` request that can be refused before anything is written,
-    cheapest first: the same for ``--dry-run``."""
-    check_jobs(req.jobs)
-    check_src_overrides(req.src_overrides)
-    if req.team_wheels:
-        check_team_wheels(req.team_wheels)
-    check_wheelhouse(project, req.combo)
-    check_combo_env(project.state_dir, req.combo, req.target)
 
 
 def check_checkout(path: Path, stack) -> None:
@@ -113,16 +96,3 @@ def check_checkout(path: Path, stack) -> None:
         raise ConfigError(f"{path} is not a {stack.title} checkout (no "
                           f"{stack.checkout_marker} in it)",
                           hint=f"pass the root of your clone of {stack.title} ({clone})")
-
-
-def check_setup(project, req, stack) -> None:
-    """Everything of a ``setup`` request that can be refused before anything is written (the
-    same for ``--dry-run``); the build it may start checks its own (``check_build``), but
-    the venv is made beside that build, so the wheelhouse is asked here first."""
-    check_jobs(req.jobs)
-    check_checkout(req.checkout, stack)
-    check_venv_path(req.venv)
-    check_src_overrides(req.src_overrides)
-    check_team_wheels(req.team_wheels)
-    if not req.no_build:   # --no-build only reads the wheelhouse
-        check_wheelhouse(project, req.combo)

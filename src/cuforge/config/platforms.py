@@ -10,14 +10,13 @@ False
 from __future__ import annotations
 
 import platform as _platform
-import tomllib
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from functools import cache
-from importlib import resources
 
 from packaging.utils import parse_wheel_filename
 
+from cuforge import data
 from cuforge.core.errors import ConfigError
 
 
@@ -45,10 +44,9 @@ class Platform:
 @cache
 def known() -> dict[str, Platform]:
     """The table in ``data/platforms.toml``."""
-    text = resources.files("cuforge.data").joinpath("platforms.toml").read_text()
     return {name: Platform(name, row["machine"], row["uv_platform"], tuple(row["wheel_tags"]),
                            row["cuda_target"], row["elf_machine"], row["triplet"])
-            for name, row in tomllib.loads(text).items()}
+            for name, row in data.table("platforms").items()}
 
 
 def get(name: str, *, where: str = "platform") -> Platform:

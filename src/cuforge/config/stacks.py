@@ -8,16 +8,30 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from cuforge.config.names import as_known
-from cuforge.env.checkoutreqs import CheckoutRequirement
 from cuforge.core.errors import ConfigError
 from cuforge.core.project import Project
+from cuforge.core.tomlfile import read_toml
 
 _NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class CheckoutRequirement:
+    """One of the checkout's own requirements (installed by ``env.checkoutreqs``)."""
+
+    spec: str        # a PEP 508 requirement, as written
+    source: str      # where it comes from: "requirements.txt:3" or a README line
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(Requirement(self.spec).name)
 
 
 @dataclass(frozen=True)
@@ -33,24 +47,23 @@ class EnvVar:
     value_if_passed: str = ""
     why_if_passed: str = ""
 
-    def settle(self, checks_of: dict[str, dict]) -> EnvVar:
-        """This variable for a wheelhouse whose latest entries' checks are ``checks_of``
-        (package -> {check: its result, with ``status`` and ``detail``}).
+    def settle(self, passed: dict[tuple[str, str], str]) -> EnvVar:
+        """This variable for a wheelhouse whose latest entries passed the checks ``passed``
+        ((package, check) -> the check's detail; what a pass is, verify/ decides: the caller).
 
-        >>> from types import SimpleNamespace as R
         >>> v = EnvVar("ALGO", "native", "safe", "spconv:stress", "default", "it passed")
-        >>> v.settle({"spconv": {"stress": R(status="pass", detail="29956 calls")}}).value
-        'default'
-        >>> v.settle({"spconv": {"stress": R(status="skipped", detail="no GPU")}}).value
+        >>> v.settle({("spconv", "stress"): "29956 calls"}).why
+        "it passed (spconv's stress: 29956 calls)"
+        >>> v.settle({("spconv", "import"): ""}).value
         'native'
         """
         if not self.passed:
             return self
         package, _, check = self.passed.partition(":")
-        result = checks_of.get(package, {}).get(check)
-        if result is None or result.status != "pass":
+        if (package, check) not in passed:
             return self
-        said = str(result.detail).splitlines()[0] if result.detail else "passed"
+        detail = passed[(package, check)]
+        said = detail.splitlines()[0] if detail else "passed"
         return EnvVar(self.name, self.value_if_passed,
                       f"{self.why_if_passed} ({package}'s {check}: {said})")
 
@@ -88,10 +101,7 @@ def load_stack(project: Project, name: str) -> Stack:
     if not path.is_file():
         raise ConfigError(f"no stack named {given!r} in {project.stacks_dir}{maybe}",
                           hint=f"known stacks: {', '.join(known) or 'none'}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    data = read_toml(path, "stack")
     head = data.get("stack", {})
     env = []
     for row in data.get("env", []):

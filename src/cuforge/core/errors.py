@@ -1,10 +1,17 @@
 """One error hierarchy: each kind has its own exit code and a message written for a person.
 
 Errors are raised deep in the library and printed once, at the CLI boundary, without a traceback
-(set ``CUFORGE_DEBUG=1`` to see one).
+(set ``CUFORGE_DEBUG=1`` to see one). Every exit code a command ends with comes from here: an
+error kind's ``exit_code``, or one of the two signal codes below (a test greps for literals).
 """
 
 from __future__ import annotations
+
+import signal
+
+# Not errors, yet codes a command ends with: the shell's convention, 128 + the signal
+INTERRUPTED = 128 + signal.SIGINT    # 130: Ctrl-C or SIGTERM; nothing half-written published
+CLOSED_PIPE = 128 + signal.SIGPIPE   # 141: the reader of our output is gone
 
 
 class CuforgeError(Exception):

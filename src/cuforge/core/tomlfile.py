@@ -13,8 +13,15 @@ from cuforge.core.errors import ConfigError
 def read_toml(path: Path, what: str) -> dict:
     """``path`` parsed; a syntax error is a ConfigError ``<path>:<line>: ...`` with a fix line.
 
-    >>> read_toml(Path("recipes/x.toml"), "recipe")   # 'name = ' on line 2
-    ConfigError: recipes/x.toml:2: not valid TOML: Invalid value (at line 2, column 8)
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:   # doctest: +ELLIPSIS
+    ...     bad = Path(d, "x.toml")
+    ...     _ = bad.write_text("name = =")
+    ...     read_toml(bad, "recipe")
+    Traceback (most recent call last):
+    ...
+    cuforge.core.errors.ConfigError: /.../x.toml:1: not valid TOML: Invalid value (at line 1, ...)
+      fix: fix the recipe's syntax at line 1 (quoted strings, `key = value`, [tables]; see ...)
     """
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))

@@ -33,22 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
+from cuforge.config.stacks import CheckoutRequirement
 from cuforge.core.errors import ConfigError, VerifyError
 
 # ``installer(*args)``: the argv of an install into the venv (uv pip or pip, workstation/installs.py)
 Installer = Callable[..., tuple[str, ...]]
-
-
-@dataclass(frozen=True)
-class CheckoutRequirement:
-    spec: str        # a PEP 508 requirement, as written
-    source: str      # where it comes from: "requirements.txt:3" or a README line
-
-    @property
-    def name(self) -> str:
-        return canonicalize_name(Requirement(self.spec).name)
 
 
 @dataclass(frozen=True)

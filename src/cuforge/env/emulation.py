@@ -11,7 +11,7 @@ pinned wheels' x86_64 build, told the target's directory with ``-target-dir``).
 
 What this module owns: the table, and the variables a build's commands run with (the loader's
 root, the sysroot compiler wrappers on ``PATH``, the nvcc flags), which
-``cuforge.config.target`` puts into each command's own environment, and the native tools an
+``cuforge.env.target`` puts into each command's own environment, and the native tools an
 emulated env gets. Provisioning (``cuforge emulation setup``) and the health check
 ``cuforge doctor`` shows are ``cuforge.env.emulation_setup``'s.
 """

@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 
 from cuforge.core.errors import ToolchainError
-from cuforge.verify.elf import ElfLib, demangle
+from cuforge.core.elf import ElfLib, demangle
 
 # Needs the library for real: a stream's vtables and locale machinery live in libstdc++.
 PROBE_SOURCE = """\

@@ -1,5 +1,5 @@
 """Where cuforge finds the programs it runs besides its own compilers: uv, and a Python of a
-given version (the base of a combo's venv, ``cuforge.config.target`` decides which)."""
+given version (the base of a combo's venv, ``cuforge.env.target`` decides which)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from cuforge.config.combos import Combo
 from cuforge.core.errors import EnvError, ToolchainError
 from cuforge.core.runner import capture
 from cuforge.env.programs import find_uv
+from cuforge.env.target import Target
 from cuforge.env.venv import index_args, is_ready, requirements
 
 
@@ -87,3 +88,12 @@ def require_resolvable(state_dir: Path, combo: Combo) -> None:
     already, or a combo's own interpreter, is checked where ``venv.prepare`` reads it."""
     if not combo.interpreter and not is_ready(state_dir, combo):
         resolve(combo)
+
+
+def check_combo_env(state_dir: Path, combo: Combo, target: Target) -> None:
+    """The combo's env can be had: its emulator works (a combo of another platform), and an
+    env not made yet resolves (its torch and toolkit exist for its platform: ``--torch 9.9``
+    is refused here, not after a venv was half made). An existing env or interpreter is
+    checked where it is read (``venv.prepare``, ``venv.inspect``)."""
+    target.require_usable()
+    require_resolvable(state_dir, combo)

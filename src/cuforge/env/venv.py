@@ -24,7 +24,7 @@ from cuforge.env.toolchain import (Toolkit, assemble_pypi_toolkit, find_system_t
                                    pypi_toolkit_at)
 from cuforge.env.torchinfo import TorchInfo, expected, probe_interpreter, probe_venv
 
-from cuforge.config.target import Target
+from cuforge.env.target import Target
 
 # What every combo env carries besides torch and the toolkit: the build front-ends.
 BUILD_TOOLS = ("pip", "setuptools>=70", "wheel", "ninja", "cmake>=3.28",
@@ -41,7 +41,7 @@ class ComboEnv:
     toolkit: Toolkit
     root: Path | None        # the venv directory, None for an existing interpreter
     reused: bool
-    target: Target           # where its code runs (cuforge.config.target): decided before it was made
+    target: Target           # where its code runs (cuforge.env.target): decided before it was made
 
     @property
     def python(self) -> Path:
@@ -110,7 +110,7 @@ def creation_steps(state_dir: Path, combo: Combo, target: Target) -> list[Step]:
 def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
             verbose: bool = False) -> ComboEnv:
     """Create or reuse the combo's environment and return it ready to build in, for
-    ``target`` (``cuforge.config.target.resolve``: under emulation the venv's Python is the
+    ``target`` (``cuforge.env.target.resolve``: under emulation the venv's Python is the
     target's, run by QEMU)."""
     if combo.interpreter:
         return _existing_interpreter(state_dir, combo, target)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
 
-from cuforge.config.request import BuildRequest
+from cuforge.pipeline.request import BuildRequest
 from cuforge.core import faults, runner
 from cuforge.core.project import Project
 from cuforge.core.runner import Step, run

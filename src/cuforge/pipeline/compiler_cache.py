@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,6 +38,7 @@ from cuforge.core import runner
 from cuforge.pipeline.cache_ports import server_port
 from cuforge.pipeline.dist_cache import DistSettings
 from cuforge.core.runner import note
+from cuforge.core.tomlfile import read_toml
 
 CONFIG_FILE = "cache.toml"          # under envs/: the project's [cache] table
 REMOTE_SCHEMES = ("redis", "rediss")
@@ -103,10 +103,7 @@ def load_config(envs_dir: Path, *, combo_spec: str = "", override: str = "",
     config = CacheConfig()
     path = envs_dir / CONFIG_FILE
     if path.is_file():
-        try:
-            table = tomllib.loads(path.read_text()).get("cache", {})
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path} is not valid TOML: {err}") from None
+        table = read_toml(path, "compiler cache table").get("cache", {})
         unknown = set(table) - {"storage", "scope", "size", "build_dir", "dist"}
         if unknown:
             raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} in [cache]",

@@ -10,7 +10,7 @@ from cuforge.core.console import QuietPipeConsole, duration
 from cuforge.pipeline.plan import Action, ActionKind, PackagePlan, make_plan, up_to_date
 from cuforge.core.project import Project
 from cuforge.config.recipes import Recipe
-from cuforge.config.request import BuildRequest
+from cuforge.pipeline.request import BuildRequest
 from cuforge.publish.wheelhouse import Wheelhouse
 
 

@@ -20,22 +20,24 @@ from rich.text import Text
 
 from cuforge.config.checkout import with_checkout
 from cuforge.config.combos import Combo
-from cuforge.config.inputs import check_build
+from cuforge.config.inputs import check_options
 from cuforge.config.recipes import Recipe, selection
-from cuforge.config.request import BuildRequest
-from cuforge.config.target import resolve
+from cuforge.pipeline.request import BuildRequest
+from cuforge.env.target import resolve
 from cuforge.core import runner
 from cuforge.core.console import (BuildProgress, duration, heartbeat, live_progress,
                                   make_console, progress_lines, timed)
 from cuforge.core.errors import CuforgeError
 from cuforge.core.project import Project
 from cuforge.env import venv
+from cuforge.env.resolve import check_combo_env
 from cuforge.pipeline import compiler_cache, slots
 from cuforge.pipeline.actions import ActionHandlers
 from cuforge.pipeline.gate import Gate
 from cuforge.pipeline.plan import PackagePlan, Plan, make_plan, up_to_date
 from cuforge.pipeline.wheelsource import WheelSources
 from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
+from cuforge.publish.writable import check_wheelhouse
 
 console = make_console(stderr=True)
 
@@ -50,6 +52,15 @@ class BuildOutcome:
     @property
     def failed(self) -> list[Entry]:
         return [e for e in self.entries if e.status is Status.FAILED]
+
+
+def check_build(project: Project, req: BuildRequest) -> None:
+    """Everything of a ``build`` request that can be refused before anything is written,
+    cheapest first: the same for ``--dry-run`` (the options, then the wheelhouse and the env,
+    each asked in its own layer)."""
+    check_options(req.jobs, req.src_overrides, req.team_wheels)
+    check_wheelhouse(project, req.combo)
+    check_combo_env(project.state_dir, req.combo, req.target)
 
 
 def build(project: Project, req: BuildRequest,

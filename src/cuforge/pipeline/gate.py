@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from cuforge.config.combos import Combo
 from cuforge.config.recipes import Recipe
-from cuforge.config.request import BuildRequest
+from cuforge.pipeline.request import BuildRequest
 from cuforge.core import runner
 from cuforge.core.console import BuildProgress, make_console
 from cuforge.core.digest import sha256_of

@@ -27,7 +27,7 @@ from cuforge.core.errors import ConfigError
 from cuforge.pipeline.keys import package_keys
 from cuforge.core.project import Project
 from cuforge.config.recipes import BuildKind, Recipe, Source
-from cuforge.config.request import BuildRequest
+from cuforge.pipeline.request import BuildRequest
 from cuforge.core.runner import Step
 from cuforge.env.toolchain import build_environment, jobs_within_memory, mem_available
 from cuforge.verify.checklist import CHECKS, PREBUILT_GATE

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from cuforge.config.recipes import Recipe
-from cuforge.config.request import BuildRequest
+from cuforge.pipeline.request import BuildRequest
 from cuforge.core import runner
 from cuforge.core.console import make_console
 from cuforge.core.digest import sha256_of

@@ -9,11 +9,16 @@ finder first on ``sys.meta_path``. The finder does nothing until one of the whee
 top-level modules is imported; then it reads torch's *metadata* (no ``import torch``: a
 millisecond) and raises ImportError when that torch is another version or build than the one
 the wheel was compiled against. Verification imports the unpacked wheel without site, so there
-the guard runs only as the module it also is.
+the guard runs only as the module it also is. Its refusal is one line, e.g. ``cuforge-demo
+0.1.0+cu130torch2.14.1 was built for torch 2.14.1 (cu130), but this environment has torch
+2.14.1+cu126 (cu126): install torch 2.14.1 (cu130), or a build of it for torch 2.14.1+cu126``
+(tests/integration/test_torch_build_pins.py reads it beside another torch).
 
->>> print(refusal("cuforge-demo 0.1.0+cu130torch2.14.1", "2.14.1", "cu130", "2.14.1+cu126",
-...               "cu126"))
-cuforge-demo 0.1.0+cu130torch2.14.1 was built for torch 2.14.1 (cu130), but this environment has torch 2.14.1+cu126 (cu126): install torch 2.14.1 (cu130), or a build of it for torch 2.14.1+cu126
+>>> module_name("cuforge-demo")
+'_cuforge_guard_cuforge_demo'
+>>> top_level_names(["demo/__init__.py", "demo_ext.abi3.so", "demo-0.1.dist-info/RECORD",
+...                  "_cuforge_guard_demo.py"])
+['demo', 'demo_ext']
 """
 
 from __future__ import annotations

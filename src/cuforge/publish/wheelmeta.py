@@ -188,7 +188,7 @@ def links_torch(wheel: Path) -> bool:
     (``libc10.so``, ``libtorch_cpu.so``...) or leaves c10/at/torch symbols undefined."""
     import tempfile
 
-    from cuforge.verify.elf import ElfLib, shared_objects
+    from cuforge.core.elf import ElfLib, shared_objects
     from cuforge.verify.wheel import unpack
     with tempfile.TemporaryDirectory(prefix="cuforge-pins-") as tmp:
         for so in shared_objects(unpack(wheel, Path(tmp))):

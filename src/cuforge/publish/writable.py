@@ -1,4 +1,4 @@
-"""Can the wheelhouse be written? Asked before any work (``config.inputs.check_build``,
+"""Can the wheelhouse be written? Asked before any work (``pipeline.executor.check_build``,
 ``cuforge index``), so a read-only or full wheelhouse is one line and exit 9 up front, not a
 traceback or a refusal after minutes of compiling. Nothing is written to find out: the
 nearest existing directory is asked (``access``, ``statvfs``), so a dry run leaves no trace.
@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cuforge.config.combos import Combo
 from cuforge.core.errors import WheelhouseError
+from cuforge.core.project import Project
 
 ARGUMENT = "the path given"   # a command's own DIR argument (cuforge index DIR)
 MIN_FREE = 1 << 20   # below 1 MiB free the disk is full: no manifest line, no wheel fits
@@ -72,3 +74,9 @@ def check_writable(path: Path, named_by: str) -> None:
         raise WheelhouseError(f"cannot write to {where(path, named_by)}: {why}; nothing was "
                               "written", hint=("free disk space there, or " if full else "")
                               + elsewhere(named_by))
+
+
+def check_wheelhouse(project: Project, combo: Combo) -> None:
+    """The combo's wheelhouse directory can be written (read-only, not ours or a full disk:
+    exit 9 now, naming the option that chose it, not after the compile)."""
+    check_writable(combo.wheel_dir(project.wheelhouse), project.wheelhouse_named_by)

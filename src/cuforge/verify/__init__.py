@@ -4,7 +4,7 @@ Per ``.so`` in the wheel: C++ ABI (``abi``), symbol resolution (``symbols``), CU
 major (``cudart``) and fatbin arch coverage (``fatbin``) — all by reading ELF files, no torch
 needed; then, with the combo's interpreter: ``import`` and the recipe's ``smoke`` script.
 
-Typical use (``cuforge verify``: ``cuforge.verify.command``)::
+Typical use (``cuforge verify``: ``cuforge.pipeline.verify_command``)::
 
     ctx = context_from(probe(python), parse_arch_list("9.0"))   # cuforge.env.torchinfo.probe
     reports = [verify_wheel(w, ctx, smoke=recipe_smoke) for w in wheels]
@@ -22,7 +22,7 @@ from cuforge.core import faults
 from cuforge.config.arches import ArchList
 from cuforge.env.torchinfo import TorchInfo
 from cuforge.verify.abi import check_abi
-from cuforge.verify.elf import shared_objects
+from cuforge.core.elf import shared_objects
 from cuforge.verify.fatbin import FatbinContainer, check_fatbin, read_fatbin
 from cuforge.verify.importer import check_import
 from cuforge.verify.checklist import CHECKS, CheckStatus

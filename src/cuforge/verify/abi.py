@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from cuforge.verify.elf import ElfLib, demangle
+from cuforge.core.elf import ElfLib, demangle
 from cuforge.verify.report import CheckResult
 
 Abi = Literal["old", "new"]

@@ -1,6 +1,6 @@
 """Where a recipe's wheel meets the verification layer (``cuforge.verify``): its smoke script,
 the package log's record of its checks, and the arches a wheel really embeds. The build
-(``pipeline.gate``) and ``cuforge verify`` (``verify.command``) use them."""
+(``pipeline.gate``) and ``cuforge verify`` (``pipeline.verify_command``) use them."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def embedded_arches(wheel: Path) -> dict[str, list[str]]:
     ``.nv_fatbin`` sections (what is really there, not what was requested)."""
     import tempfile
 
-    from cuforge.verify.elf import shared_objects
+    from cuforge.core.elf import shared_objects
     from cuforge.verify.fatbin import read_fatbin
     from cuforge.verify.wheel import unpack
     sass: set = set()

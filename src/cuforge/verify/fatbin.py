@@ -42,7 +42,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from cuforge.config.arches import Arch, ArchList, ArchTarget
-from cuforge.verify.elf import ElfLib, demangle
+from cuforge.core.elf import ElfLib, demangle
 from cuforge.verify.checklist import CheckStatus as Status
 from cuforge.verify.report import CheckResult, worst
 

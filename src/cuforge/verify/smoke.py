@@ -17,7 +17,7 @@ skipped when the device cannot run the wheel's device code. The rule (see ``fatb
 every kernel group of every ``.so`` needs SASS for the device's major with a minor at or below
 the device's (``a`` cubins: exactly the device), or PTX for an arch at or below the device.
 
->>> smoke_verdict(0, "ok\\n", "").status
+>>> smoke_verdict(0, "ok\\n", "").status.value
 'pass'
 >>> smoke_verdict(77, "skipped: no GPU\\n", "").detail
 'skipped: no GPU'

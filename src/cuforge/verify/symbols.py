@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from cuforge.config import platforms
-from cuforge.verify.elf import ElfLib, demangle, is_elf
+from cuforge.core.elf import ElfLib, demangle, is_elf
 from cuforge.verify.report import CheckResult
 
 _SHOWN = 12  # unresolved symbols listed per .so
@@ -33,7 +33,7 @@ _SHOWN = 12  # unresolved symbols listed per .so
 def system_dirs(machine: str = "", sysroot: str = "") -> tuple[Path, ...]:
     """The default library dirs for binaries of ``machine`` (an ELF ``e_machine``; default this
     machine's), multiarch first, as Debian's ld.so does. Under emulation the loader that runs
-    such a binary looks in its ``sysroot`` (the target's, cuforge.config.target) first, as
+    such a binary looks in its ``sysroot`` (the target's, cuforge.env.target) first, as
     here."""
     triplet = platforms.by_elf_machine(machine).triplet
     names = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]

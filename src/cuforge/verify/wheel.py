@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from cuforge.core.errors import VerifyError
-from cuforge.verify.elf import ElfLib
+from cuforge.core.elf import ElfLib
 
 # Extension module suffixes: foo.cpython-311-aarch64-linux-gnu.so, foo.abi3.so, foo.so
 _EXT_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.(?:cpython-[^.]+|abi3))?\.so$")

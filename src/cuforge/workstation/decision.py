@@ -10,14 +10,17 @@ from packaging.utils import parse_wheel_filename
 
 from cuforge.config.checkout import UserCheckout
 from cuforge.config.combos import Combo
+from cuforge.config.inputs import (check_checkout, check_jobs, check_src_overrides,
+                                   check_team_wheels, check_venv_path)
 from cuforge.config.recipes import Recipe, build_order, load_recipes
 from cuforge.config.stacks import Stack, load_stack
-from cuforge.config.target import Target
+from cuforge.env.target import Target
 from cuforge.core.errors import ConfigError, MissingWheelError
 from cuforge.core.project import Project
 from cuforge.env import venv
 from cuforge.env.checkoutreqs import CheckoutRequirement, IndexOptions, parse_requirements_file
 from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
+from cuforge.publish.writable import check_wheelhouse
 
 
 @dataclass(frozen=True)
@@ -139,3 +142,16 @@ def checkout_requirements(stack: Stack, checkout: Path) -> list[CheckoutRequirem
 def name_version(wheel: Path) -> tuple[str, str]:
     name, version, _, _ = parse_wheel_filename(wheel.name)
     return str(name), str(version)
+
+
+def check_setup(project: Project, req: SetupRequest, stack: Stack) -> None:
+    """Everything of a ``setup`` request that can be refused before anything is written (the
+    same for ``--dry-run``); the build it may start checks its own (``check_build``), but
+    the venv is made beside that build, so the wheelhouse is asked here first."""
+    check_jobs(req.jobs)
+    check_checkout(req.checkout, stack)
+    check_venv_path(req.venv)
+    check_src_overrides(req.src_overrides)
+    check_team_wheels(req.team_wheels)
+    if not req.no_build:   # --no-build only reads the wheelhouse
+        check_wheelhouse(project, req.combo)

@@ -28,11 +28,11 @@ from cuforge.config.combos import Combo, load_combos, select_combo
 from cuforge.core import jsonout
 from cuforge.workstation.verdict import PROBLEMS, verdict
 from cuforge.core.console import make_console, plural, table, timed
-from cuforge.core.errors import ConfigError, CuforgeError
+from cuforge.core.errors import ConfigError, CuforgeError, ToolchainError
 from cuforge.core.project import Project
 from cuforge.config.recipes import load_recipes
 from cuforge.env.syslibs import missing_headers
-from cuforge.config.target import resolve
+from cuforge.env.target import resolve
 from cuforge.env.toolchain import NVCC_MEM_PER_JOB, default_jobs, mem_available
 from cuforge.publish.wheelhouse import MANIFEST, Status, Wheelhouse
 
@@ -56,7 +56,7 @@ def wheel_runs_on(wheel: Path, device: Arch) -> WheelRun:
     """Read every ``.so``'s fatbin and rate the wheel for ``device``: ``native`` (exact SASS
     for all kernel groups), ``compatible`` (same-major older SASS), ``ptx`` (some group only
     has PTX: the driver JIT-compiles it at first launch), ``none`` (some group cannot run)."""
-    from cuforge.verify.elf import shared_objects
+    from cuforge.core.elf import shared_objects
     from cuforge.verify.fatbin import read_fatbin, runs_on
     from cuforge.verify.wheel import package_name, unpack
     counts: dict[str, int] = {}
@@ -173,7 +173,7 @@ def run_doctor(project: Project, *, gpu_arch: str = "", combo: str = "",
                    checks=[{"check": c, "status": st, "detail": d} for c, st, d in rows],
                    wheelhouses=houses, cannot_run=cannot_run, problems=len(problems))
     out.print(verdict(problems, names or "this machine"), soft_wrap=True)
-    return 0 if not problems else 3
+    return 0 if not problems else ToolchainError.exit_code
 
 
 def _as_info(row: tuple[str, str, str], judged: bool) -> tuple[str, str, str]:

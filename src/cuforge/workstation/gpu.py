@@ -7,12 +7,11 @@ library behind nvidia-smi: no output parsing. No driver, no GPU: a report that s
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
-from importlib.resources import files
 
 from packaging.version import InvalidVersion, Version
 
+from cuforge import data
 from cuforge.config.arches import Arch
 
 
@@ -72,8 +71,7 @@ def _text(value: str | bytes) -> str:
 
 def min_driver(cuda: Version) -> str | None:
     """The oldest driver for toolkit ``cuda`` (data/cuda_drivers.toml), None if not listed."""
-    table = tomllib.loads(files("cuforge.data").joinpath("cuda_drivers.toml").read_text())
-    row = table["cuda"].get(f"{cuda.major}.{cuda.minor}")
+    row = data.table("cuda_drivers")["cuda"].get(f"{cuda.major}.{cuda.minor}")
     return row["driver"] if row else None
 
 

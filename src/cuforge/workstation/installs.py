@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from cuforge.config.combos import Combo
-from cuforge.config.target import Target
+from cuforge.env.target import Target
 from cuforge.core.errors import EnvError, ToolchainError
 from cuforge.core.runner import Step, capture, run
 from cuforge.env import programs, venv

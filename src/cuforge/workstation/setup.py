@@ -30,19 +30,19 @@ from rich.console import Console
 from rich.text import Text
 
 from cuforge.config.checkout import UserCheckout, pinned_hint
-from cuforge.config.inputs import check_setup
 from cuforge.config.recipes import Recipe
 from cuforge.config.stacks import Stack, env_file_text, load_stack
-from cuforge.config.target import resolve
+from cuforge.env.target import resolve
 from cuforge.core import jsonout
 from cuforge.core.console import duration, heartbeat, make_console
 from cuforge.core.errors import BuildError, ConfigError, VerifyError
 from cuforge.core.project import Project
 from cuforge.env.checkoutreqs import CheckoutRequirement, RequirementsOutcome, constraints
+from cuforge.verify.checklist import CheckStatus
 from cuforge.workstation.activation import env_file, write_env
 from cuforge.workstation.checkout_build import drifts, require_patches_apply, source_lines
-from cuforge.workstation.decision import (Setup, SetupRequest, checkout_requirements, decide,
-                                          installable, name_version, usable)
+from cuforge.workstation.decision import (Setup, SetupRequest, check_setup, checkout_requirements,
+                                          decide, installable, name_version, usable)
 from cuforge.workstation.installs import (dist_version, install_checkout_requirements,
                                           install_wheels, missing_requirements, venv_with_torch)
 from cuforge.workstation.model_stage import model_stage
@@ -262,14 +262,16 @@ class Phases:
 def settled(p: Setup) -> Stack:
     """The stack with each evidence-driven variable decided by the wheelhouse's latest
     entries (a wheel that passed its stress keeps spconv's fast algorithms)."""
-    checks = {name: entry.checks for name, entry in p.house.latest().items()}
-    return replace(p.stack, env=tuple(var.settle(checks) for var in p.stack.env))
+    passed = {(name, check): str(result.detail or "")
+              for name, entry in p.house.latest().items()
+              for check, result in entry.checks.items() if result.status == CheckStatus.PASS}
+    return replace(p.stack, env=tuple(var.settle(passed) for var in p.stack.env))
 
 
 def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float:
     """Build what is missing; the seconds its checks took."""
     from cuforge.pipeline.executor import build
-    from cuforge.config.request import BuildRequest
+    from cuforge.pipeline.request import BuildRequest
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
                    f"{', '.join(p.missing) or 'none'})"))
     _print_sources(project, req, p, out)

@@ -8,7 +8,7 @@ import shlex
 from cuforge.env import venv
 from cuforge.config.combos import Combo
 from cuforge.core.project import Project
-from cuforge.config.target import resolve
+from cuforge.env.target import resolve
 from cuforge.env.toolchain import build_environment, default_jobs
 
 

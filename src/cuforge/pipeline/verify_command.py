@@ -17,7 +17,7 @@ from cuforge.core.errors import ConfigError, VerifyError
 from cuforge.verify.checks import smoke_script
 from cuforge.core.project import Project
 from cuforge.config.recipes import load_recipes
-from cuforge.config.target import resolve
+from cuforge.env.target import resolve
 from cuforge.pipeline.upstream_stage import (CUDA_SUFFIX, UpstreamStage, dependency_roots,
                                              record_check, recipe_for)
 from cuforge.publish.wheelhouse import Wheelhouse
@@ -170,7 +170,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
         raise VerifyError("\n".join(r.result("manifest").detail for r in tampered),
                           hint="do not install it; rebuild it (cuforge build --only PKG "
                           "--rebuild) or delete it and its manifest line")
-    return 0 if all(r.ok for r in reports) else 7
+    return 0 if all(r.ok for r in reports) else VerifyError.exit_code
 
 
 def _stress_stages(project: Project, env, *, stress: bool, sanitize: bool) -> list:

@@ -9,7 +9,7 @@ from pathlib import Path
 from cuforge.config.arches import ArchPolicy
 from cuforge.config.checkout import UserCheckout
 from cuforge.config.combos import Combo
-from cuforge.config.target import Target
+from cuforge.env.target import Target
 
 
 @dataclass(frozen=True)
