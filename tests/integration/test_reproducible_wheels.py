@@ -1,7 +1,8 @@
-"""Reproducible wheels, for real (docs/reliability.md, "Reproducible wheels"): the demo built
-by two project copies, each with its own state (env, compiler cache) and build dir, gives the
-same wheel bytes; a ``--rebuild`` starts from a fresh build dir and gives them again; a real
-nvcc compile of one kernel file in two directories gives the same object (slow: compiles)."""
+"""Reproducible wheels, for real (docs/reliability.md, "Reproducible wheels"): the demo (CMake)
+built by two project copies, each with its own state (env, compiler cache) and build dir, gives
+the same wheel bytes; a ``--rebuild`` starts from a fresh build dir and gives them again; a
+torch-scatter-shaped setuptools package built in two state dirs, the same; a real nvcc compile
+of one kernel file in two directories, the same object (slow: compiles)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import pytest
 
 from cuforge.core.atomic import EXECUTABLE, write_atomic
 from cuforge.core.digest import sha256_of
-from cuforge.pipeline.builders.reproducible import path_maps
 
 ROOT = Path(__file__).resolve().parents[2]
 COMBO_DIR = Path("linux-x86_64") / "cu130" / "torch2.14.1-cp311"
@@ -55,6 +55,43 @@ def test_two_copies_in_two_build_dirs_give_the_same_wheel_and_a_rebuild_starts_c
     assert sha256_of(again) == sha256_of(two)
 
 
+MULTI_EXT = """\
+name = "multi-ext"
+kind = "setuptools"
+modules = ["multi_ext._alpha", "multi_ext._beta", "multi_ext._gamma"]
+
+[source]
+path = "{path}"
+"""
+
+
+def test_a_setuptools_package_in_two_state_dirs_gives_the_same_wheel(tmp_path):
+    """torch's BuildExtension (PYTORCH_NVCC, the CXX script), whose .so is not stripped: its
+    symbol table keeps nvcc's file names too. Both projects reuse the real combo env."""
+    envs = [d for d in (ROOT / ".cuforge" / "envs").glob("3.11-cu130-*") if d.is_dir()]
+    if not envs:
+        pytest.skip("the 3.11-cu130 combo env is not created yet (run the demo build first)")
+    wheels = []
+    for where in ("one", "two/deeper"):
+        proj = tmp_path / where / "proj"
+        (proj / "recipes").mkdir(parents=True)
+        (proj / "envs").symlink_to(ROOT / "envs")
+        (proj / "recipes" / "multi-ext.toml").write_text(
+            MULTI_EXT.format(path=ROOT / "tests" / "fixtures" / "recipes" / "multi_ext"))
+        (proj / ".state" / "envs").mkdir(parents=True)
+        for env_dir in envs:
+            (proj / ".state" / "envs" / env_dir.name).symlink_to(env_dir)
+        env = {**os.environ, "CUFORGE_ROOT": str(proj), "CUFORGE_STATE": str(proj / ".state"),
+               "CUFORGE_WHEELHOUSE": str(proj / "wh")}
+        env.pop("CUFORGE_BUILD_DIR", None)
+        out = subprocess.run([sys.executable, "-m", "cuforge", "build", "--combo", "3.11-cu130",
+                              "--only", "multi-ext", "--cuda-arch", "12.0", "--jobs", "2"],
+                             env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-4000:]
+        wheels += list((proj / "wh" / COMBO_DIR).glob("multi_ext-*.whl"))
+    assert len(wheels) == 2 and sha256_of(wheels[0]) == sha256_of(wheels[1])
+
+
 NVCC = Path("/usr/local/cuda/bin/nvcc")
 KERNEL = """#include <cassert>
 namespace { __device__ int twice(int x) { assert(x >= 0); return 2 * x; } }
@@ -72,6 +109,7 @@ def _nvcc() -> str | None:
 def test_nvcc_through_the_launcher_gives_the_same_object_from_two_directories(tmp_path):
     """The kernel sits in an anonymous namespace (its name carries cudafe++'s module id, made
     from the source's path) and asserts (``__FILE__`` in device code)."""
+    from cuforge.pipeline.builders.reproducible import path_maps
     objects = []
     for where in ("one", "two/deeper"):
         work = tmp_path / where / "demo"
