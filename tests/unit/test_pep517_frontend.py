@@ -26,7 +26,8 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     raise RuntimeError("the metadata hook must not be called")
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     _record("build_wheel", config_settings=config_settings, cwd=os.getcwd(),
-            shim=os.environ.get("PYTHONPATH", ""), path=sys.path)
+            shim=os.environ.get("PYTHONPATH", ""), path=sys.path,
+            epoch=os.environ.get("SOURCE_DATE_EPOCH"))
     if os.environ.get("FAIL_BUILD"):
         raise SystemExit(3)
     if os.environ.get("RAISE"):
@@ -124,3 +125,19 @@ def test_pythonpath_stays_on_sys_path_under_safe_path(tmp_path):
     assert run.returncode == 0, run.stderr
     call = json.loads(log.read_text().splitlines()[0])
     assert "/the/shim" in call["path"]
+
+
+def test_the_source_time_the_fetch_wrote_is_the_builds_source_date_epoch(tmp_path):
+    """Whatever the caller's environment says: the source decides (docs/reliability.md,
+    "Reproducible wheels")."""
+    src, out, log = _tree(tmp_path), tmp_path / "out", tmp_path / "hooks.jsonl"
+    epoch = tmp_path / ".src.epoch"
+    epoch.write_text("1700000000\n")
+    run = _build(src, out, log, "--epoch-file", str(epoch), env={"SOURCE_DATE_EPOCH": "5"})
+    assert run.returncode == 0, run.stderr
+    assert json.loads(log.read_text())["epoch"] == "1700000000"
+    assert "SOURCE_DATE_EPOCH=1700000000 (the source's time)" in run.stdout
+    # no file (a command copied from --dry-run, run by hand): said, and the build goes on
+    log.unlink()
+    run = _build(src, out, log, "--epoch-file", str(tmp_path / "none"))
+    assert run.returncode == 0 and "holds no source time" in run.stderr

@@ -57,11 +57,11 @@ class ActionHandlers:
         if action.arg:   # an extra source, named by its variable
             source = dict(recipe.extra_sources)[action.arg]
         else:
-            reset_build_dir(pkg.work, pkg.source_key)
+            reset_build_dir(pkg.work, pkg.source_key, fresh=self.req.rebuild)
             source = recipe.source
         sources.fetch(source, project_root=self.project.root,
                       cache_dir=self.project.state_dir / "cache", dest=action.path,
-                      stamp=pkg.source_key)
+                      stamp=pkg.source_key, fresh=self.req.rebuild)
 
     def _patch(self, pkg: PackagePlan, action: Action, log: Path) -> None:
         from cuforge import patching   # lazily: only recipes with patches need the engine
@@ -137,12 +137,13 @@ HANDLERS = {ActionKind.CHECK: ActionHandlers._check, ActionKind.GUARD: ActionHan
 STAGES = frozenset({ActionKind.VERIFY, ActionKind.GATE})
 
 
-def reset_build_dir(work: Path, source_key: str) -> None:
+def reset_build_dir(work: Path, source_key: str, *, fresh: bool = False) -> None:
     """A persistent build dir lets an interrupted build resume, but only for the same sources:
     files exported by ``git archive`` carry their commit's time, so after a move to an older
-    commit ninja would call stale objects up to date. Another source key: a fresh build dir."""
+    commit ninja would call stale objects up to date. Another source key: a fresh build dir.
+    ``fresh`` (``--rebuild``): a fresh one whatever the key; a rebuild reuses nothing."""
     marker = work / ".build.stamp"
-    if not marker.exists() or marker.read_text() != source_key:
+    if fresh or not marker.exists() or marker.read_text() != source_key:
         shutil.rmtree(work / "build", ignore_errors=True)
         work.mkdir(parents=True, exist_ok=True)
         marker.write_text(source_key)

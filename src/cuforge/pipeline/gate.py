@@ -24,7 +24,8 @@ from cuforge.core.errors import BuildError, CuforgeError, VerifyError
 from cuforge.core.project import Project
 from cuforge.core.runner import listen, run
 from cuforge.env import builddeps, cccl, venv
-from cuforge.pipeline import compiler_cache
+from cuforge.pipeline import compiler_cache, sources
+from cuforge.pipeline.builders import pep517
 from cuforge.pipeline.plan import PackagePlan, Plan
 from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
 from cuforge.publish.wheelmeta import wheel_requirements
@@ -81,7 +82,8 @@ class Gate:
         else:   # what it was built against (a torch probe: seconds; the heartbeat says so)
             with BuildProgress(pkg.name, console, "writing its pins into the wheel",
                                shared=self.progress):
-                wheel, checks = self._pinned(pkg, made.wheel, made.checks)
+                wheel, checks = self._pinned(pkg, made.wheel, made.checks,
+                                             compiled=how is Status.COMPILED)
         seconds = round(time.monotonic() - started, 1)
         recipe = pkg.recipe
         entry = Entry(
@@ -111,14 +113,17 @@ class Gate:
         console.print(verdict_line(recipe.name, checks.values()))
         return entry
 
-    def _pinned(self, pkg: PackagePlan, wheel: Path, checks: dict[str, CheckResult]
-                ) -> tuple[Path, dict[str, CheckResult]]:
+    def _pinned(self, pkg: PackagePlan, wheel: Path, checks: dict[str, CheckResult], *,
+                compiled: bool) -> tuple[Path, dict[str, CheckResult]]:
         """The wheel with its torch, CUDA and wheelhouse pins written in
-        (cuforge.publish.rewrite), and its checks with the ``pins`` verdict added."""
+        (cuforge.publish.rewrite), and its checks with the ``pins`` verdict added. A wheel
+        compiled here is dated by its source's time (a prebuilt one keeps its dates)."""
         from cuforge.publish import rewrite
+        epoch = sources.epoch_file(pkg.work / "src")
         out, result = rewrite.for_wheelhouse(
             wheel, self.plan.wheel_dir, pkg.work / "pinned", accel=self.plan.combo.accel.tag,
-            torch=self._torch_build(), depends=pkg.recipe.depends)
+            torch=self._torch_build(), depends=pkg.recipe.depends,
+            epoch=pep517.source_date_epoch(epoch) if compiled else None)
         return out, {**checks, result.check: result} if result else checks
 
     def _torch_build(self):

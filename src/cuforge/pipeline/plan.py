@@ -20,6 +20,7 @@ from cuforge.env import builddeps
 from cuforge.pipeline import compiler_cache, slots
 from cuforge.config.arches import ArchList, ArchPolicy, check_supported
 from cuforge.pipeline.builders import BuildJob, KindModule, cmake_seed, kind_module
+from cuforge.pipeline.builders.reproducible import path_maps
 from cuforge.pipeline.compiler_cache import ActiveCache
 from cuforge.config.combos import Combo
 from cuforge.core.console import make_console
@@ -273,8 +274,9 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
                    Action(ActionKind.GUARD, "refuse if the build interpreter imports "
                           + ", ".join(own_modules(recipe)) + " from outside the source tree "
                           "(an installed copy would be built against instead)")]
-        actions.append(Action(ActionKind.FETCH, f"fetch {recipe.source.describe()} into {work / 'src'}",
-                              path=work / "src"))
+        fresh = " (fresh, with a fresh build dir: --rebuild)" if req.rebuild else ""
+        actions.append(Action(ActionKind.FETCH, f"fetch {recipe.source.describe()} into "
+                              f"{work / 'src'}{fresh}", path=work / "src"))
         actions += [Action(ActionKind.PATCH, f"apply patch set patches/{p} to {src}", arg=p, path=src)
                     for p in patch_sets]
         for var, extra in recipe.extra_sources:
@@ -294,7 +296,9 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
                                                    recipe, req.scheduler)
         job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
                        req.verbose, project.root / "native" / "cmake", defines, cache,
-                       slot_script)
+                       slot_script, path_maps(work, recipe.name, project=project.root,
+                                              site_packages=env.info.site_packages,
+                                              toolkit=env.toolkit.root))
         built = builder.steps(job)
         actions += _with_cmake_seed(builder, job, _run_all(built))
         uncached = dict(zip(built, builder.steps(replace(job, cache=None)))) if cache else {}

@@ -11,6 +11,7 @@ import subprocess
 import tarfile
 import urllib.request
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 from filelock import FileLock
@@ -26,20 +27,23 @@ _IGNORE = shutil.ignore_patterns(*IGNORED)
 
 
 def fetch(source: Source, *, project_root: Path, cache_dir: Path, dest: Path,
-          stamp: str = "") -> Path:
+          stamp: str = "", fresh: bool = False) -> Path:
     """Materialise ``source`` at ``dest`` and return the directory to build.
 
     With a ``stamp`` (source + patches identity) equal to the one left by the last fetch, a
     pinned git/sdist tree is kept as is, build artefacts included, so an interrupted long
-    build (spconv: hundreds of nvcc steps) resumes. A local path is synced over the old copy:
-    only files whose content differs are copied, with a fresh time, so ninja rebuilds exactly
-    what changed (whatever time the user's file carries).
+    build (spconv: hundreds of nvcc steps) resumes; ``fresh`` (``--rebuild``) never keeps it.
+    A local path is synced over the old copy: only files whose content differs are copied,
+    with a fresh time, so ninja rebuilds exactly what changed (whatever time the user's file
+    carries). Either way the source's time is written beside the tree (``epoch_file``).
     """
     marker = dest.parent / f".{dest.name}.stamp"
     previous, _, relative = (marker.read_text() if marker.exists() else "").partition("\n")
-    if stamp and dest.exists() and previous == stamp:
+    if stamp and dest.exists() and previous == stamp and not fresh:
         if source.path:
             sync_tree(resolve_path(source.path, project_root), dest)
+        if not epoch_file(dest).exists():   # a tree fetched before fetches wrote it
+            _write_epoch(source, cache_dir, dest)
         return dest / relative
     marker.unlink(missing_ok=True)
     if dest.exists():
@@ -53,10 +57,53 @@ def fetch(source: Source, *, project_root: Path, cache_dir: Path, dest: Path,
         root = _extract_sdist(source, cache_dir / "sdist", dest)
     else:
         raise SourceError("recipe has no source")
+    _write_epoch(source, cache_dir, dest)
     faults.point("fetch")
     if stamp:
         marker.write_text(f"{stamp}\n{root.relative_to(dest)}")
     return root
+
+
+# SOURCE_DATE_EPOCH of a local tree: 1980-01-01 UTC, the earliest time a zip entry can hold.
+# A local tree has no time of its own (its files' times are the user's edits, its copies'
+# the copy's); its content is already in the wheel, byte for byte.
+LOCAL_EPOCH = 315532800
+
+
+def epoch_file(dest: Path) -> Path:
+    """Where the fetch of a tree into ``dest`` writes its source's time (seconds), read by the
+    build (``SOURCE_DATE_EPOCH``) and by the publish (the wheel's zip times)."""
+    return dest.parent / f".{dest.name}.epoch"
+
+
+def source_date_epoch(source: Source, cache_dir: Path) -> int:
+    """The source's own time: a pinned commit's committer time, the newest member of a pinned
+    sdist, ``LOCAL_EPOCH`` for a local tree. The source, not the build, decides it, so every
+    build of the same source says the same (docs/reliability.md, "Reproducible wheels")."""
+    if source.git:
+        mirror = _mirror_path(cache_dir / "git", source.git)
+        out = subprocess.run(["git", "-C", str(mirror), "show", "-s", "--format=%ct",
+                              f"{source.commit}^{{commit}}"], capture_output=True, text=True)
+        if out.returncode != 0 or not out.stdout.strip().isdigit():
+            raise SourceError(f"cannot read the time of {source.git}@{source.commit[:12]}: "
+                              f"{out.stderr.strip()}", hint="delete the mirror under "
+                              f"{cache_dir / 'git'} and build again")
+        return int(out.stdout.strip())
+    if source.sdist:
+        archive = _archive_path(source, cache_dir / "sdist")
+        if archive.suffix == ".zip":
+            with zipfile.ZipFile(archive) as zf:
+                times = [int(datetime(*i.date_time, tzinfo=timezone.utc).timestamp())
+                         for i in zf.infolist()]
+        else:
+            with tarfile.open(archive) as tar:
+                times = [int(m.mtime) for m in tar.getmembers()]
+        return max(times, default=LOCAL_EPOCH)
+    return LOCAL_EPOCH
+
+
+def _write_epoch(source: Source, cache_dir: Path, dest: Path) -> None:
+    epoch_file(dest).write_text(f"{source_date_epoch(source, cache_dir)}\n")
 
 
 def describe_steps(source: Source, project_root: Path, cache_dir: Path, dest: Path) -> list[Step]:
@@ -158,7 +205,7 @@ def _git(args: list[str], source: Source) -> None:
 
 def _extract_sdist(source: Source, cache: Path, dest: Path) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
-    archive = cache / source.sdist.rsplit("/", 1)[-1].split("#")[0]
+    archive = _archive_path(source, cache)
     with FileLock(str(archive) + ".lock"):
         if not archive.exists() or sha256_of(archive) != source.sha256:
             _download(source.sdist, archive)
@@ -195,6 +242,10 @@ def _extract_sdist(source: Source, cache: Path, dest: Path) -> Path:
     else:
         unpack.rename(dest)
     return dest
+
+
+def _archive_path(source: Source, cache: Path) -> Path:
+    return cache / source.sdist.rsplit("/", 1)[-1].split("#")[0]
 
 
 def _download(url: str, target: Path) -> None:

@@ -12,6 +12,7 @@ links torch, the new file name, ``.dist-info`` and RECORD.
 from __future__ import annotations
 
 import json
+import time
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -87,9 +88,12 @@ def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
 
 
 def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
-        house: Mapping[str, str], depends: Iterable[str] = ()) -> Path:
+        house: Mapping[str, str], depends: Iterable[str] = (), epoch: int | None = None) -> Path:
     """Write ``wheel`` into ``dest`` with its pins (module docstring); returns the new file.
-    A pure-Python wheel keeps its version; its wheelhouse requirements are still pinned."""
+    A pure-Python wheel keeps its version; its wheelhouse requirements are still pinned.
+    The zip is written the same for the same content (``zip_entry``): entries in name order
+    (``.dist-info`` last, RECORD at the end), each dated ``epoch`` (the source's time; None:
+    as the wheel had it), with normalised permissions and compression."""
     build = _as_build(torch)
     torch_linked = links_torch(wheel)
     version, requires = metadata(wheel)
@@ -112,27 +116,52 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
         record_name = f"{new_prefix}.dist-info/RECORD"
         record = []
         for arcname, data in guard.items():   # first: verify's import check imports it first
-            dst.writestr(zipfile.ZipInfo(arcname, (2020, 1, 1, 0, 0, 0)), data,
-                         compress_type=zipfile.ZIP_DEFLATED)
+            dst.writestr(zip_entry(arcname, GUARD_TIME, epoch=epoch), data)
             record.append(f"{arcname},sha256={record_digest(data)},{len(data)}")
-        for info in src.infolist():
-            top, slash, rest_path = info.filename.partition("/")
-            arcname = renames.get(top, top) + slash + rest_path
-            if arcname == record_name or rest_path in SIGNATURES and top == old_info \
-                    or arcname in guard:
-                continue                          # RECORD is written anew; signatures die
+        renamed = {renames.get(top, top) + slash + rest_path: info
+                   for info in src.infolist()
+                   for top, slash, rest_path in [info.filename.partition("/")]
+                   if not (rest_path in SIGNATURES and top == old_info)}   # signatures die
+        for arcname in sorted(renamed, key=lambda n: (n.startswith(f"{new_prefix}.dist-info/"), n)):
+            if arcname == record_name or arcname in guard:
+                continue                          # RECORD is written anew
+            info = renamed[arcname]
             data = src.read(info)
             if arcname == f"{new_prefix}.dist-info/METADATA":
                 data = _rewrite_metadata(data.decode(), str(Version(version)), requires).encode()
-            copy = zipfile.ZipInfo(arcname, info.date_time)
-            copy.external_attr, copy.compress_type = info.external_attr, info.compress_type
-            dst.writestr(copy, data)
+            dst.writestr(zip_entry(arcname, info.date_time, info.external_attr >> 16,
+                                   epoch=epoch), data)
             if not arcname.endswith("/"):
                 record.append(f"{arcname},sha256={record_digest(data)},{len(data)}")
         record.append(f"{record_name},,")
-        dst.writestr(zipfile.ZipInfo(record_name, (2020, 1, 1, 0, 0, 0)),
-                     "\n".join(record) + "\n", compress_type=zipfile.ZIP_DEFLATED)
+        dst.writestr(zip_entry(record_name, GUARD_TIME, epoch=epoch), "\n".join(record) + "\n")
     return out
+
+
+GUARD_TIME = (2020, 1, 1, 0, 0, 0)   # the files cuforge writes, when no source time is given
+ZIP_MIN = 315532800                   # 1980-01-01: a zip holds no earlier time
+
+
+def zip_entry(name: str, date_time: tuple, mode: int = 0, *, epoch: int | None) -> zipfile.ZipInfo:
+    """A wheel entry that says only what its content needs: dated ``epoch`` (UTC; None keeps
+    ``date_time``), a Unix regular file 0644 or, when any execute bit is set in ``mode``, 0755
+    (a directory 0755), deflated. Nothing of the machine, the umask or the time of the build
+    that wrote it.
+
+    >>> e = zip_entry("a/b.so", (2026, 12, 6, 0, 57, 48), 0o100775, epoch=315532800)
+    >>> e.date_time, oct(e.external_attr >> 16), e.create_system
+    ((1980, 1, 1, 0, 0, 0), '0o100755', 3)
+    """
+    if epoch is not None:
+        date_time = time.gmtime(max(epoch, ZIP_MIN))[:6]
+    info = zipfile.ZipInfo(name, date_time)
+    info.create_system = 3                      # Unix: the permissions below are read
+    if name.endswith("/"):
+        info.external_attr = (0o40755 << 16) | 0x10
+    else:
+        info.external_attr = (0o100755 if mode & 0o111 else 0o100644) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED   # at zlib's default level
+    return info
 
 
 def _guard(wheel: Path, names: list[str], version: str, build: TorchBuild, accel: str,
@@ -166,12 +195,14 @@ def torch_build(python: Path, fallback: str,
 
 
 def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str,
-                   torch: str | TorchBuild, depends: Iterable[str] = ()):
+                   torch: str | TorchBuild, depends: Iterable[str] = (),
+                   epoch: int | None = None):
     """The pinned copy of ``wheel`` for ``directory`` (in ``dest``) and its ``pins`` check,
-    made before it is published; VerifyError if the check fails (nothing is published)."""
+    made before it is published; VerifyError if the check fails (nothing is published).
+    ``epoch``: the source's time, every entry's date (``pin``)."""
     from cuforge.core.errors import VerifyError
     house = versions_in(directory) if directory.is_dir() else {}
-    out = pin(wheel, dest, accel=accel, torch=torch, house=house, depends=depends)
+    out = pin(wheel, dest, accel=accel, torch=torch, house=house, depends=depends, epoch=epoch)
     result = check(out, directory, house=house)
     if result is not None and result.failed:
         raise VerifyError(result.detail, hint="a cuforge bug: report it with the wheel")

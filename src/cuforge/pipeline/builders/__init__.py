@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 from cuforge.config.arches import ArchList
 from cuforge.pipeline.compiler_cache import ActiveCache
 from cuforge.config.recipes import BuildKind, Recipe
+from cuforge.pipeline.builders.reproducible import PathMaps
 
 if TYPE_CHECKING:
     from cuforge.core.runner import Step
@@ -36,16 +37,27 @@ class BuildJob:
     defines: tuple[tuple[str, str], ...] = ()   # CMake variables (e.g. TETRA_SOURCE_DIR)
     cache: ActiveCache | None = None   # the package's sccache server; None: no compiler cache
     slots: Path | None = None   # the compile-slot script (slots.py); None: not side by side
+    # its paths mapped and its source's time (reproducible.py); None: left as they are
+    paths: PathMaps | None = None
 
-    def launchers(self) -> list[str]:
-        """What goes in front of each compiler, outermost first: a slot, then the cache."""
-        return [str(p) for p in (self.slots, self.cache.sccache if self.cache else None) if p]
+    def launchers(self, lang: str = "CXX") -> list[str]:
+        """What goes in front of ``lang``'s compiler (CMake's names: C, CXX, CUDA), outermost
+        first: a slot, the path maps, then the cache (which so hashes the maps' flags)."""
+        mapped = self.paths.launcher(lang)[0] if self.paths else None
+        return [str(p) for p in (self.slots, mapped, self.cache.sccache if self.cache else None)
+                if p]
+
+    def scripts(self) -> tuple[tuple[Path, str], ...]:
+        """The launcher scripts its build writes just before it runs (the path maps')."""
+        return self.paths.scripts() if self.paths else ()
 
     def launcher_dir(self) -> Path | None:
         """Where a kind may write launcher scripts (the setuptools kind's CXX)."""
         if self.cache is not None:
             return self.cache.launchers
-        return self.slots.parent / "launchers" if self.slots else None
+        if self.slots:
+            return self.slots.parent / "launchers"
+        return self.paths.where if self.paths else None
 
 
 class KindModule(Protocol):

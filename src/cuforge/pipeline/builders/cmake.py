@@ -30,11 +30,13 @@ def steps(job) -> list[Step]:
         "cmake.define.CMAKE_CUDA_ARCHITECTURES": job.archs.cmake(),
         "cmake.build-type": "Release",
         "cmake.define.CUFORGE_CMAKE_DIR": str(job.cmake_dir),
+        # linked with the installed RPATH: the install step would blank the build RPATH (the
+        # env's torch/lib) in place, and its length would stay in .dynstr (reproducible.py)
+        "cmake.define.CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
     }
     # Always defined (empty without launchers): the persistent build dir's CMakeCache.txt must
-    # not keep a launcher from an earlier build. A CMake list: slot, then sccache.
-    launcher = ";".join(job.launchers())
-    settings.update({f"cmake.define.CMAKE_{lang}_COMPILER_LAUNCHER": launcher
+    # not keep a launcher from an earlier build. A CMake list: slot, path maps, sccache.
+    settings.update({f"cmake.define.CMAKE_{lang}_COMPILER_LAUNCHER": ";".join(job.launchers(lang))
                      for lang in LANGUAGES})
     settings.update({f"cmake.define.{k}": v for k, v in job.defines})
     # verbose always: the full compiler output belongs in the package's log
@@ -42,14 +44,13 @@ def steps(job) -> list[Step]:
     argv = pep517.command(job, settings)
     env = {**dict(job.env), **launcher_env(job)}
     return [Step(tuple(argv), tuple(sorted(env.items())),
-                 description=f"build {job.recipe.name} (cmake)")]
+                 description=f"build {job.recipe.name} (cmake)", scripts=job.scripts())]
 
 
 def launcher_env(job) -> dict[str, str]:
     """The server's settings, and the launchers as CMake's environment default too, for CMake
     projects configured by a package's own setup.py."""
     out = dict(job.cache.env) if job.cache else {}
-    if job.launchers():
-        out.update({f"CMAKE_{lang}_COMPILER_LAUNCHER": ";".join(job.launchers())
-                    for lang in LANGUAGES})
+    out.update({f"CMAKE_{lang}_COMPILER_LAUNCHER": ";".join(job.launchers(lang))
+                for lang in LANGUAGES if job.launchers(lang)})
     return out

@@ -1,13 +1,18 @@
 """Build a wheel with one PEP 517 ``build_wheel`` call, the build command of the setuptools
 and cmake kinds::
 
-    python -m cuforge.pipeline.builders.pep517 --python ENV_PYTHON --outdir DIR [-C KEY=VALUE ...] SRC
+    python -m cuforge.pipeline.builders.pep517 --python ENV_PYTHON --outdir DIR [-C KEY=VALUE ...]
+        [--epoch-file FILE] SRC
 
 Why not ``pip wheel --no-build-isolation --no-deps``, which it replaces: pip first asks the
 backend for the wheel's metadata (``prepare_metadata_for_build_wheel``), and for setuptools
 that is one more whole ``setup.py`` run. spconv's builds its kernel tables when imported: about
 12 s of each spconv build on the H200, paid by every rerun after a kill (docs/reliability.md).
 Without isolation and dependencies, the wheel hook is all that pip ran besides.
+
+``--epoch-file`` names the file the fetch wrote the source's time into (``sources.epoch_file``):
+the build runs with it as ``SOURCE_DATE_EPOCH`` (``__DATE__``, the backend's zip times),
+whatever the caller's environment says, so the same source gives the same wheel.
 
 The hooks run in ``ENV_PYTHON`` (the combo env's interpreter) through pyproject_hooks, the hook
 caller pip and pypa/build use, in the source dir and with this process's environment (the
@@ -98,9 +103,20 @@ def command(job, settings: dict[str, str] | None = None) -> list[str]:
     cuforge's own runs this; ``settings`` (a kind's) and the recipe's ``config_settings``
     become ``-C`` options."""
     merged = {**(settings or {}), **dict(job.recipe.config_settings)}
+    file = job.paths.epoch_file if job.paths else None
+    epoch = ["--epoch-file", str(file)] if file else []
     return [sys.executable, "-m", "cuforge.pipeline.builders.pep517", "--python", str(job.python),
-            "--outdir", str(job.out_dir), *(f"-C{k}={v}" for k, v in merged.items()),
+            "--outdir", str(job.out_dir), *(f"-C{k}={v}" for k, v in merged.items()), *epoch,
             str(job.src_dir)]
+
+
+def source_date_epoch(path: Path) -> int | None:
+    """The source's time the fetch wrote into ``path`` (seconds), None when it wrote none."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,8 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outdir", required=True, type=Path)
     parser.add_argument("-C", "--config-setting", action="append", default=[],
                         metavar="KEY=VALUE")
+    parser.add_argument("--epoch-file", type=Path, help="SOURCE_DATE_EPOCH from this file")
     parser.add_argument("src", type=Path)
     args = parser.parse_args(argv)
+    if args.epoch_file:
+        epoch = source_date_epoch(args.epoch_file)
+        if epoch is None:
+            print(f"warning: {args.epoch_file} holds no source time (not fetched by cuforge?): "
+                  "SOURCE_DATE_EPOCH left as it is", file=sys.stderr)
+        else:   # the hooks' process inherits it (fast_exit_runner)
+            os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
+            print(f"SOURCE_DATE_EPOCH={epoch} (the source's time)", flush=True)
     try:
         from pyproject_hooks import BackendUnavailable, BuildBackendHookCaller
     except ImportError:   # cuforge run from a checkout without its dependencies installed

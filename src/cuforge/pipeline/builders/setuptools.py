@@ -32,23 +32,24 @@ def steps(job) -> list[Step]:
     launchers, scripts = launcher_env(job, env)
     env.update(launchers)
     return [Step(tuple(argv), tuple(sorted(env.items())),
-                 description=f"build {job.recipe.name} (setuptools)", scripts=scripts)]
+                 description=f"build {job.recipe.name} (setuptools)",
+                 scripts=(*scripts, *job.scripts()))]
 
 
 def launcher_env(job, env: dict[str, str]
                  ) -> tuple[dict[str, str], tuple[tuple[Path, str], ...]]:
-    """The job's launchers (a compile slot, sccache) in front of torch's two compilers:
-    ``PYTORCH_NVCC`` for nvcc, and ``CXX`` as a launcher script (torch's ninja rules quote CXX as
-    one word). ``CC`` stays: torch passes it to nvcc as ``-ccbin``, which would put a launcher
-    inside nvcc's own steps. Torch's own wrapping (>= 2.14, whatever ccache is on PATH) is
-    always off: no cache, or ours. Also returns the launcher script to write (path, text)."""
+    """The job's launchers (a compile slot, the path maps, sccache) in front of torch's two
+    compilers: ``PYTORCH_NVCC`` for nvcc, and ``CXX`` as a launcher script (torch's ninja rules
+    quote CXX as one word). ``CC`` stays: torch passes it to nvcc as ``-ccbin``, which would put
+    a launcher inside nvcc's own steps. Torch's own wrapping (>= 2.14, whatever ccache is on
+    PATH) is always off: no cache, or ours. Also returns the CXX script to write (path, text)."""
     out = {"TORCH_NO_COMPILER_WRAPPER": "1"}
     if job.cache is not None:
         out.update(dict(job.cache.env))
-    prefix = job.launchers()
+    prefix = job.launchers("CXX")
     if not prefix:
         return out, ()
-    out["PYTORCH_NVCC"] = shlex.join([*prefix, env.get("CUDACXX", "nvcc")])
+    out["PYTORCH_NVCC"] = shlex.join([*job.launchers("CUDA"), env.get("CUDACXX", "nvcc")])
     script = cxx_launcher_script(prefix, job.launcher_dir(),
                                  env.get("CXX") or os.environ.get("CXX", ""))
     out["CXX"] = str(script[0])
