@@ -10,6 +10,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from cuforge.config.arches import ArchPolicy, ArchRule
+from cuforge.config.kernels import KernelFilter, parse_kernels
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
 from cuforge.core.tomlfile import read_toml
@@ -41,7 +42,7 @@ class BuildKind(StrEnum):
 
 RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "config_settings",
                "source", "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
-               "notes", "compile_memory_gb", "upstream_tests"}
+               "notes", "compile_memory_gb", "upstream_tests", "kernels"}
 
 
 class SourceKind(StrEnum):
@@ -165,6 +166,7 @@ class Recipe:
     # (toolchain.NVCC_MEM_PER_JOB). The plan lowers the package's jobs to fit the memory.
     compile_memory_gb: float = 0.0
     upstream_tests: UpstreamTests | None = None   # upstream's own suite ([upstream_tests])
+    kernels: KernelFilter | None = None   # [kernels]: parameter sets a build leaves out
     file: Path | None = None
 
     def __post_init__(self) -> None:
@@ -240,6 +242,7 @@ def parse_recipe(path: Path) -> Recipe:
         build_requires=tuple(data.get("build_requires", ())),
         compile_memory_gb=_memory_gb(data.get("compile_memory_gb", 0), where),
         upstream_tests=_upstream_tests(data.get("upstream_tests"), where),
+        kernels=parse_kernels(data.get("kernels"), where),
         file=path,
     )
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cuforge.config.arches import ArchPolicy
 from cuforge.config.combos import Combo
+from cuforge.config.kernels import KernelSet
 from cuforge.config.target import Target
 
 
@@ -31,6 +32,7 @@ class BuildRequest:
     scheduler: str = ""            # --scheduler URL: the sccache-dist scheduler (--cache dist)
     upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
     team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
+    kernels: KernelSet | None = None   # --full-kernels: FULL; None: each recipe's [kernels].set
     target: Target | None = None   # decided by the caller already (setup); else by build()
 
     def __post_init__(self) -> None:

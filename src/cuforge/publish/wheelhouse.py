@@ -63,6 +63,7 @@ class Entry:
     arches_requested: str = ""
     arches_embedded: dict[str, list[str]] = field(default_factory=dict)   # {"sass": [...], "ptx": [...]}
     arch_policy: str = ""
+    kernels: str = ""                  # a [kernels] recipe's set: "full" or "lean: without ..."
     checks: dict[str, str] = field(default_factory=dict)
     torch: str = ""
     python: str = ""
