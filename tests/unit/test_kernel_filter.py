@@ -128,3 +128,18 @@ def test_the_manifest_says_which_kernel_set_a_wheel_holds(tmp_path: Path) -> Non
     assert by_name["spconv"].kernels == "lean: without gemm Volta"
     assert by_name["cumm"].kernels == ""
     assert replace(by_name["spconv"], kernels="full").kernels == "full"
+
+
+def test_the_docstring_examples_hold() -> None:
+    """The rule's arch test, and the bench row's reading of a .ninja_log (bench/kernel_sets.py:
+    an output ninja logged twice counts once, its last time)."""
+    import doctest
+    import importlib.util
+
+    import cuforge.config.kernels
+    spec = importlib.util.spec_from_file_location("kernel_sets", ROOT / "bench" / "kernel_sets.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for module in (cuforge.config.kernels, bench):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
