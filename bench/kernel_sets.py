@@ -12,11 +12,16 @@ spconv's own ``.ninja_log`` (its compile steps, the link included):
 - Σ compile seconds: the sum of every step's duration, the CPU time the compile asked for
   (a step runs one nvcc/g++; nvcc's ``-t`` threads add to it, as in the issue's 7,635 s);
 - wall: spconv's ``compiled ... in S s`` (fetch, pccm's generation, ninja, the wheel);
-- steps: ninja's steps.
+- steps: ninja's steps;
+
+and, printed per build, the steps and Σ seconds per kind of step (``group_of``: cp ConvParams
+units, conv and gemm kernels, dispatchers, other .cu, host .cc, the link): where the rest of
+the compile goes (issue 51, point 3). Copy the log it names to keep it.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 PACKAGE = "spconv"
@@ -47,6 +52,41 @@ def ninja_log_totals(path: Path) -> tuple[int, float, float]:
     return len(steps), cpu, span
 
 
+GROUPS = (("cp ConvParams", re.compile(r"/cp[^/]*/ConvParams/")),   # one per implicit GEMM
+          ("conv kernels", re.compile(r"ConvKernel_")),
+          ("gemm kernels", re.compile(r"GemmKernel_")),
+          ("dispatchers", re.compile(r"matmul_split")),
+          ("other .cu", re.compile(r"\.cu\.o$")),
+          ("host .cc", re.compile(r"\.(cc|cpp)\.o$")))
+
+
+def group_of(output: str) -> str:
+    """The kind of build step an output of spconv's ninja graph is (issue 51, point 3).
+
+    >>> group_of("src/cumm/conv/main/cpSimt_f32_C311/ConvParams/ConvParams_ConvParams.cu.o")
+    'cp ConvParams'
+    >>> group_of("src/csrc/sparse/all/SpconvOps/SpconvOps_sort.cc.o")
+    'host .cc'
+    >>> group_of("core_cc.cpython-311-x86_64-linux-gnu.so")
+    'link'
+    """
+    return next((name for name, pattern in GROUPS if pattern.search(output)), "link")
+
+
+def group_totals(path: Path) -> dict[str, tuple[int, float]]:
+    """Steps and Σ seconds per group of the last build a ``.ninja_log`` records."""
+    last: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            start, end, _mtime, output, *_ = line.split("\t")
+            last[output] = (int(end) - int(start)) / 1000
+    totals: dict[str, tuple[int, float]] = {}
+    for output, secs in last.items():
+        n, s = totals.get(group_of(output), (0, 0.0))
+        totals[group_of(output)] = (n + 1, s + secs)
+    return totals
+
+
 def spconv_ninja_log(state: Path) -> Path:
     """spconv's ``.ninja_log`` in the bench's work dir (pccm's build dir: the biggest one)."""
     logs = sorted((state / "cuforge" / "work").glob(f"*/{PACKAGE}/**/.ninja_log"),
@@ -62,10 +102,13 @@ def kernel_rows(bench, args, compiled_seconds) -> list[tuple]:
     for label, extra in (("full", ("--full-kernels",)), ("lean", ())):
         bench.wipe([PACKAGE])
         _, output = bench.cuforge([PACKAGE], "--rebuild", *extra)
-        steps, cpu, _ = ninja_log_totals(spconv_ninja_log(bench.state))
+        log = spconv_ninja_log(bench.state)
+        steps, cpu, _ = ninja_log_totals(log)
         measured[label] = (cpu, compiled_seconds(output, PACKAGE), steps)
         print(f"spconv {label} kernels: {steps} ninja steps, Σ {cpu:.0f} compile s, "
-              f"compiled in {measured[label][1]:.1f} s", flush=True)
+              f"compiled in {measured[label][1]:.1f} s ({log})", flush=True)
+        for group, (n, secs) in sorted(group_totals(log).items(), key=lambda kv: -kv[1][1]):
+            print(f"  {group:14} {n:4} steps  Σ {secs:7.0f} s  ({100 * secs / cpu:4.1f} %)")
     (f_cpu, f_wall, f_steps), (l_cpu, l_wall, l_steps) = measured["full"], measured["lean"]
     arches = args.cuda_arch
     return [("spconv Σ compile s (.ninja_log), lean / full (goal <= 0.6)", PACKAGE, arches,
