@@ -16,12 +16,14 @@ spconv's own ``.ninja_log`` (its compile steps, the link included):
 
 and, printed per build, the steps and Σ seconds per kind of step (``group_of``: cp ConvParams
 units, conv and gemm kernels, dispatchers, other .cu, host .cc, the link): where the rest of
-the compile goes (issue 51, point 3). Copy the log it names to keep it.
+the compile goes (issue 51, point 3). Each build's log is kept as
+``<state>/spconv-full.ninja_log`` and ``spconv-lean.ninja_log`` (``--state DIR`` keeps them).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 PACKAGE = "spconv"
@@ -102,7 +104,8 @@ def kernel_rows(bench, args, compiled_seconds) -> list[tuple]:
     for label, extra in (("full", ("--full-kernels",)), ("lean", ())):
         bench.wipe([PACKAGE])
         _, output = bench.cuforge([PACKAGE], "--rebuild", *extra)
-        log = spconv_ninja_log(bench.state)
+        log = shutil.copyfile(spconv_ninja_log(bench.state),   # the next build wipes it
+                              bench.state / f"spconv-{label}.ninja_log")
         steps, cpu, _ = ninja_log_totals(log)
         measured[label] = (cpu, compiled_seconds(output, PACKAGE), steps)
         print(f"spconv {label} kernels: {steps} ninja steps, Σ {cpu:.0f} compile s, "

@@ -143,3 +143,44 @@ def test_the_docstring_examples_hold() -> None:
     for module in (cuforge.config.kernels, bench):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+class _Builds:
+    """Stands in for bench/build_speed.py's Bench: each "build" leaves the .ninja_log a real
+    spconv build leaves (two steps fewer in the lean one) and prints cuforge's compiled line."""
+
+    def __init__(self, state: Path) -> None:
+        self.state, self.calls = state, []
+
+    def wipe(self, packages: list[str]) -> None:
+        shutil.rmtree(self.state / "cuforge" / "work", ignore_errors=True)
+
+    def cuforge(self, packages: list[str], *extra: str) -> tuple[float, str]:
+        self.calls.append(extra)
+        log = self.state / "cuforge" / "work" / "3.11-cu130-torch2.14.1" / "spconv" / "b" / ".ninja_log"
+        log.parent.mkdir(parents=True)
+        steps = ["src/cumm/conv/main/cpVolta_x/ConvParams/ConvParams_ConvParams.cu.o",
+                 "src/cumm/conv/main/Volta_x/ConvKernel/ConvKernel_conv_kernel.cu.o",
+                 "src/csrc/sparse/all/SpconvOps/SpconvOps_sort.cc.o", "core_cc.so"]
+        kept = steps if "--full-kernels" in extra else steps[2:]
+        log.write_text("# ninja log v6\n" + "".join(f"0\t4000\t0\t{o}\th\n" for o in kept))
+        secs = 100.0 if "--full-kernels" in extra else 60.0
+        return secs, f"compiled spconv_cu130-2.3.8-cp311.whl in {secs} s\n"
+
+
+def test_the_bench_row_builds_full_then_lean_and_reads_their_logs(tmp_path: Path) -> None:
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import build_speed
+        from kernel_sets import kernel_rows
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    builds = _Builds(tmp_path)
+    rows = kernel_rows(builds, SimpleNamespace(cuda_arch="9.0"), build_speed._compiled_seconds)
+    assert builds.calls == [("--rebuild", "--full-kernels"), ("--rebuild",)]
+    assert [(r[3], r[4]) for r in rows] == [(8.0, 16.0), (60.0, 100.0), (2, 4)]
+    assert (tmp_path / "spconv-full.ninja_log").exists() and (tmp_path / "spconv-lean.ninja_log").exists()
+    assert "kernels" in build_speed.OPTIONAL and "kernels" not in build_speed.ALL
