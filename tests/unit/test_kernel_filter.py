@@ -67,6 +67,14 @@ def test_the_plan_gives_the_build_the_rules_that_hold(tmp_path: Path, arches: st
     assert all(dict(s.env)[VARIABLE] == dict(lean.env)[VARIABLE] for s in lean.commands())
 
 
+def test_the_dry_run_says_which_kernel_set(tmp_path: Path) -> None:
+    from cuforge.pipeline.dryrun import package_lines
+    project, combo, env = _setup(tmp_path, "12.0")
+    lines = package_lines(project, _package(project, combo, env))
+    assert "# kernels: lean: without gemm Volta; conv Volta; conv Simt f16,f16,f16 (arches 12.0)" in lines
+    assert "# kernels: full" in package_lines(project, _package(project, combo, env, KernelSet.FULL))
+
+
 def test_full_kernels_is_another_build_of_the_same_tree(tmp_path: Path) -> None:
     project, combo, env = _setup(tmp_path, "12.0")
     lean = _package(project, combo, env)

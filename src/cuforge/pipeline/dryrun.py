@@ -79,6 +79,8 @@ def package_lines(project: Project, pkg: PackagePlan) -> list[str]:
              f"# key {pkg.key}"]
     if pkg.jobs_note:
         lines.append(f"# {pkg.jobs_note}")
+    if pkg.kernels:   # a [kernels] recipe (spconv): which kernel set the wheel will hold
+        lines.append(f"# kernels: {pkg.kernels}")
     if pkg.skip:
         return [*lines, f"# would skip {pkg.name}: {pkg.skip}"]
     if pkg.prebuilt:
