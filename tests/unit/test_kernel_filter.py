@@ -31,8 +31,8 @@ SPCONV = ROOT / "recipes" / "spconv.toml"
 def _kernels_table() -> str:
     """The real spconv recipe's [kernels] section, as text (a fixture recipe carries it)."""
     text = SPCONV.read_text()
-    start = text.index("[kernels]")
-    return text[start:text.index("[upstream_tests]")]
+    start = text.index("\n[kernels]\n")
+    return text[start:text.index("\n[upstream_tests]\n")]
 
 
 def _setup(tmp_path: Path, arches: str):
