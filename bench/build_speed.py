@@ -29,6 +29,9 @@ that reuses the combo env (nothing of the checkout's own state is touched):
   linux-aarch64 combo (``--emulated-combo``, QEMU; docs/dgx-spark.md) over the same build for
   ``--combo`` natively, whole build and compile alone (goal: <= 10x).
   Needs ``cuforge emulation setup`` and the emulated env (a first build creates it).
+- kernels (``--only kernels``, not in the default set): spconv cold with ``--full-kernels``
+  and with the recipe's lean kernel set: Σ compile seconds from its ``.ninja_log``, wall and
+  ninja steps, lean / full (bench/kernel_sets.py; issue 51).
 - spark: the demo built cold fully as aarch64 (combo spark-3.11 by the aarch64 cuforge inside
   the emulation root, ``cuforge emulation run``: sbsa nvcc, arm64 g++, all under QEMU) over
   the same build cross-emulated (``--emulated-combo``: x86_64 compilers, emulated Python).
@@ -67,6 +70,7 @@ KERNELS = ROOT / "native" / "demo" / "src" / "kernels.cu"
 NVCC_ARCHES = ["90-real", "100-real", "120-real", "121"]
 MULTI_EXT = ROOT / "tests" / "fixtures" / "recipes" / "multi_ext"
 ALL = ("manual", "noop", "warm", "resume", "killed", "side", "nvcc", "emulated", "spark")
+OPTIONAL = ("kernels",)   # asked for by name only: spconv full vs lean (bench/kernel_sets.py)
 SPARK_COMBO = "spark-3.11"   # the Spark's combo with the emulation root's Python
 STEP = re.compile(r"\[(\d+)/(\d+)\]")
 DEMO = "cuforge-demo"
@@ -287,7 +291,7 @@ def main() -> None:
                         help="comma-separated packages for serial vs side by side "
                         "(default: the package alone, for its extensions)")
     parser.add_argument("--jobs", type=int, default=0)
-    parser.add_argument("--only", default=",".join(ALL), help=",".join(ALL))
+    parser.add_argument("--only", default=",".join(ALL), help=",".join(ALL + OPTIONAL))
     parser.add_argument("--nvcc", default=shutil.which("nvcc") or "nvcc")
     parser.add_argument("--repeat", type=int, default=1, help="nvcc -t repeats")
     parser.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
@@ -311,7 +315,7 @@ def main() -> None:
                f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GB)")
     rows: list[tuple] = []   # (measurement, package, arches, seconds, baseline seconds)
     pkg, arches = args.package, args.cuda_arch
-    cuforge_rows = wanted - {"nvcc", "emulated", "spark"}
+    cuforge_rows = wanted - {"nvcc", "emulated", "spark", *OPTIONAL}
     with _state_dir(args.state) as tmp:
         bench = Bench(args, Path(tmp))
         if cuforge_rows - {"killed"}:   # the rows that share one cold build
@@ -360,6 +364,9 @@ def main() -> None:
                 # printed as they come: a long package's rows take an hour on a small machine
                 for what, _, _, secs, base in rows[-2:]:
                     out.print(f"{what}: {secs:.1f} s / {base:.1f} s = {secs / base:.2f}")
+        if "kernels" in wanted:
+            from kernel_sets import kernel_rows   # beside this file (bench/ is on sys.path)
+            rows += kernel_rows(bench, args, _compiled_seconds)
         if "emulated" in wanted:
             rows += emulated_rows(bench, args)
         if "spark" in wanted:

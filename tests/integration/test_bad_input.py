@@ -189,6 +189,10 @@ CASES = [
                                           _build_args()][2], ConfigError, "unknown keys"),
     Case("src-without-path", lambda p: _build_args("--src", "tinyext"), ConfigError,
          "expected NAME=PATH"),
+    Case("kernels-rule-without-mirrors", lambda p: [_append(
+        p / "recipes" / "tinyext.toml", '\n[kernels]\n[[kernels.drop]]\nfamily = "gemm"\n'
+        'algo = "Volta"\narch_at_least = "7.5"\n'), _build_args()][1], ConfigError,
+        "missing ['mirrors']"),
     # these need the combo env: the failure is found while building
     Case("checksum-mismatch", lambda p: [(p / "recipes" / "tinyext.toml").write_text(
         _resha(p)), _build_args()][1], SourceError, "checksum mismatch", slow=True),

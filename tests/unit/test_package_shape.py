@@ -37,6 +37,8 @@ USED_THROUGH_DATA = {
         "a build kind's protocol (builders.KindModule): its module is found by kind_module",
     ("cuforge.pipeline.builders.shim.cuforge_pccm", "patch"):
         "the shim's sitecustomize imports cuforge_pccm by file name, in the build's Python",
+    ("cuforge.pipeline.builders.shim.cuforge_kernels", "keep"):
+        "patches/spconv's setup.py imports cuforge_kernels by file name, in the build's Python",
 }
 
 

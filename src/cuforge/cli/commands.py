@@ -87,6 +87,7 @@ def _src_overrides(items: list[str]) -> tuple[tuple[str, Path], ...]:
 def cmd_build(args) -> int:
     from cuforge.pipeline.executor import build
     from cuforge.pipeline.request import BuildRequest
+    from cuforge.config.kernels import KernelSet
     from cuforge.pipeline.compiler_cache import parse_spec
     from cuforge.env.toolchain import default_jobs
     check_jobs(args.jobs)
@@ -103,7 +104,7 @@ def cmd_build(args) -> int:
         stress=args.stress, sanitize=args.sanitize,
         one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
         cache=parse_spec(args.cache, "--cache") if args.cache else "",
-        scheduler=args.scheduler)
+        scheduler=args.scheduler, kernels=KernelSet.FULL if args.full_kernels else None)
     outcome = build(_project(args), req, on_report=lambda r: jsonout.update(**r))
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)

@@ -12,6 +12,7 @@ from pathlib import Path
 from cuforge.config.arches import ArchPolicy, ArchRule
 from cuforge.config.stress import StressRule, parse_stress
 from cuforge.config.names import as_known
+from cuforge.config.kernels import KernelFilter, parse_kernels
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
 from cuforge.core.tomlfile import read_toml
@@ -43,7 +44,7 @@ class BuildKind(StrEnum):
 
 RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "config_settings",
                "source", "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
-               "notes", "compile_memory_gb", "upstream_tests", "stress"}
+               "notes", "compile_memory_gb", "upstream_tests", "stress", "kernels"}
 
 
 class SourceKind(StrEnum):
@@ -170,6 +171,7 @@ class Recipe:
     compile_memory_gb: float = 0.0
     upstream_tests: UpstreamTests | None = None   # upstream's own suite ([upstream_tests])
     stress: StressRule | None = None              # a repeated GPU workload ([stress])
+    kernels: KernelFilter | None = None   # [kernels]: parameter sets a build leaves out
     file: Path | None = None
 
     def __post_init__(self) -> None:
@@ -246,6 +248,7 @@ def parse_recipe(path: Path) -> Recipe:
         compile_memory_gb=_memory_gb(data.get("compile_memory_gb", 0), where),
         upstream_tests=_upstream_tests(data.get("upstream_tests"), where),
         stress=parse_stress(data.get("stress"), where),
+        kernels=parse_kernels(data.get("kernels"), where),
         file=path,
     )
 

@@ -113,6 +113,8 @@ def package_lines(project: Project, pkg: PackagePlan, last=None) -> list[str]:
         lines.append(last_build_line(last))
     if pkg.jobs_note:
         lines.append(f"# {pkg.jobs_note}")
+    if pkg.kernels:   # a [kernels] recipe (spconv): which kernel set the wheel will hold
+        lines.append(f"# kernels: {pkg.kernels}")
     if pkg.skip:
         return [*lines, f"# would skip {pkg.name}: {pkg.skip}"]
     if pkg.prebuilt:

@@ -94,7 +94,8 @@ class Gate:
                     describe_sources(recipe) if how is Status.COMPILED else
                     " ".join(recipe.prebuilt)),
             arches_requested=pkg.archs.torch(), arches_embedded=embedded,
-            arch_policy=pkg.policy, checks=checks, torch=self.plan.combo.torch,
+            arch_policy=pkg.policy, checks=checks,
+            kernels=pkg.kernels if how is Status.COMPILED else "", torch=self.plan.combo.torch,
             python=self.plan.combo.python, cuda=str(self.env.toolkit.version),
             build_seconds=seconds, log=str(log),
             reason="; ".join(filter(None, (made.note, recipe.arches.explain(self.plan.combo.arches,

@@ -89,6 +89,7 @@ class PackagePlan:
     # second ones again when sccache itself failed (a cache must never fail a build)
     uncached: tuple[tuple[Step, Step], ...] = ()
     jobs_note: str = ""                # why it has fewer jobs than its share (memory)
+    kernels: str = ""                  # [kernels]: "full" or "lean: without ..." (manifest)
 
     @property
     def name(self) -> str:
@@ -248,6 +249,10 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
     builder = kind_module(recipe.kind)   # the kind's module, asked once per package
     defines += builder.torch_defines(env.info)
     env_vars = {**dict(job_env(env, recipe, archs, jobs, threads)), **dict(defines)}
+    kernels = ""   # the kernel set, judged on the devices the combo targets (config/kernels.py)
+    if recipe.kernels is not None and recipe.kind.compiles:
+        env_vars.update(recipe.kernels.env(combo.arches, req.kernels))
+        kernels = recipe.kernels.describe(combo.arches, req.kernels)
     if recipe.depends:   # the dependencies' overlays, this package's build only (builddeps)
         env_vars["PYTHONPATH"] = builddeps.overlay_pythonpath(
             work, recipe.depends, env_vars.get("PYTHONPATH") or os.environ.get("PYTHONPATH"))
@@ -314,7 +319,7 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
                         depends={d: planned[d].key for d in recipe.depends if d in planned})
     return PackagePlan(recipe, archs, policy, skip, work, src, jobs, env_vars, prebuilt,
                        tuple(actions), keys.inputs, keys.key, keys.source_key, cache, cache_off,
-                       tuple((a, b) for a, b in uncached.items() if a != b), jobs_note)
+                       tuple((a, b) for a, b in uncached.items() if a != b), jobs_note, kernels)
 
 
 def _deps(recipe: Recipe, work: Path) -> list[Action]:

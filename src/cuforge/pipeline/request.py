@@ -9,6 +9,7 @@ from pathlib import Path
 from cuforge.config.arches import ArchPolicy
 from cuforge.config.checkout import UserCheckout
 from cuforge.config.combos import Combo
+from cuforge.config.kernels import KernelSet
 from cuforge.env.target import Target
 
 
@@ -35,6 +36,7 @@ class BuildRequest:
     stress: bool = False           # last stage: each recipe's [stress] on its wheel
     sanitize: bool = False         # ... short, under compute-sanitizer memcheck
     team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
+    kernels: KernelSet | None = None   # --full-kernels: FULL; None: each recipe's [kernels].set
     target: Target | None = None   # decided by the caller already (setup); else by build()
 
     def __post_init__(self) -> None:

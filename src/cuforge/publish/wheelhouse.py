@@ -67,6 +67,7 @@ class Entry:
     arches_requested: str = ""
     arches_embedded: dict[str, list[str]] = field(default_factory=dict)   # {"sass": [...], "ptx": [...]}
     arch_policy: str = ""
+    kernels: str = ""                  # a [kernels] recipe's set: "full" or "lean: without ..."
     checks: dict[str, CheckResult] = field(default_factory=dict)   # {"status", "detail"} each
     torch: str = ""
     python: str = ""

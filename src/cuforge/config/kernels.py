@@ -1,0 +1,124 @@
+"""A recipe's kernel filter (``[kernels]``): which of a package's ahead-of-time kernel
+parameter sets a build leaves out, because the package's own run-time tuner can never choose
+them on any of the combo's arches (spconv: docs/packages.md, issue 51).
+
+Each rule names a family of parameter sets (``gemm``: spconv's ``SHUFFLE_*_PARAMS``,
+``conv``: its ``IMPLGEMM_*_PARAMS``), the algorithm, optionally the input/weight/output
+dtypes, and the arch from which the tuner skips them. A rule applies to a build only when it
+holds on *every* arch the combo targets; the applicable rules reach the package's build as
+JSON in ``CUFORGE_KERNEL_DROP``, read by ``builders/shim/cuforge_kernels.py``.
+
+>>> rule = KernelRule("gemm", "Volta", (), "7.5", "spconv/csrc/sparse/convops.py:563")
+>>> from cuforge.config.arches import parse_arch_list
+>>> rule.holds_on(parse_arch_list("12.1+PTX;12.0"))
+True
+>>> rule.holds_on(parse_arch_list("7.0;9.0"))
+False
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+
+from cuforge.config.arches import ArchList, parse_target
+from cuforge.core.errors import ConfigError
+
+VARIABLE = "CUFORGE_KERNEL_DROP"   # what the shim reads (builders/shim/cuforge_kernels.py)
+FAMILIES = ("gemm", "conv")
+RULE_KEYS = {"family", "algo", "io_dtypes", "arch_at_least", "mirrors", "why"}
+
+
+class KernelSet(StrEnum):
+    """Which parameter sets a build compiles: the recipe's rules applied, or all of them."""
+
+    LEAN = "lean"
+    FULL = "full"
+
+
+@dataclass(frozen=True)
+class KernelRule:
+    """Leave out ``family`` kernels of ``algo`` (with these input, weight and output dtypes,
+    when given) where every target is at least ``arch_at_least``: the tuner skips them there."""
+
+    family: str
+    algo: str
+    io_dtypes: tuple[str, ...]
+    arch_at_least: str
+    mirrors: str          # the upstream file:line whose check this rule restates
+
+    def holds_on(self, arches: ArchList) -> bool:
+        """True when the tuner skips these kernels on every arch of ``arches`` (a ``+PTX``
+        target also runs on newer GPUs, which are above the bound as well)."""
+        floor = parse_target(self.arch_at_least).arch
+        return len(arches) > 0 and all((t.arch.major, t.arch.minor) >= (floor.major, floor.minor)
+                                       for t in arches)
+
+    def as_json(self) -> dict:
+        return {"family": self.family, "algo": self.algo, "io_dtypes": list(self.io_dtypes)}
+
+    def describe(self) -> str:
+        dtypes = f" {','.join(self.io_dtypes)}" if self.io_dtypes else ""
+        return f"{self.family} {self.algo}{dtypes}"
+
+
+@dataclass(frozen=True)
+class KernelFilter:
+    """A recipe's ``[kernels]``: its default set and its rules."""
+
+    default: KernelSet
+    rules: tuple[KernelRule, ...]
+
+    def applicable(self, arches: ArchList, wanted: KernelSet | None = None
+                   ) -> tuple[KernelRule, ...]:
+        """The rules that leave kernels out of a build for ``arches`` (none for a full build)."""
+        if (wanted or self.default) is KernelSet.FULL:
+            return ()
+        return tuple(r for r in self.rules if r.holds_on(arches))
+
+    def env(self, arches: ArchList, wanted: KernelSet | None = None) -> dict[str, str]:
+        """The build's variable: the applicable rules as JSON ("[]": every kernel is built)."""
+        return {VARIABLE: json.dumps([r.as_json() for r in self.applicable(arches, wanted)])}
+
+    def describe(self, arches: ArchList, wanted: KernelSet | None = None) -> str:
+        """The manifest's words: ``full``, or ``lean`` and what was left out."""
+        rules = self.applicable(arches, wanted)
+        if not rules:
+            return KernelSet.FULL.value
+        return "lean: without " + "; ".join(r.describe() for r in rules) + f" (arches {arches})"
+
+
+def parse_kernels(table: dict | None, where: str) -> KernelFilter | None:
+    """A recipe's ``[kernels]`` table, checked; None when the recipe has none."""
+    if table is None:
+        return None
+    try:
+        default = KernelSet(table.get("set", "lean"))
+    except ValueError:
+        raise ConfigError(f"{where}: kernels.set must be 'lean' or 'full', not "
+                          f"{table.get('set')!r}", hint="fix [kernels] in the recipe") from None
+    unknown = set(table) - {"set", "drop"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys in [kernels]: {sorted(unknown)}",
+                          hint="[kernels] may have: set, drop")
+    return KernelFilter(default, tuple(_rule(row, f"{where} [[kernels.drop]] #{i + 1}")
+                                       for i, row in enumerate(table.get("drop", ()))))
+
+
+def _rule(row: dict, where: str) -> KernelRule:
+    unknown = set(row) - RULE_KEYS
+    missing = {"family", "algo", "arch_at_least", "mirrors"} - set(row)
+    if unknown or missing:
+        raise ConfigError(f"{where}: " + (f"unknown keys {sorted(unknown)}" if unknown
+                                          else f"missing {sorted(missing)}"),
+                          hint="a rule has: " + ", ".join(sorted(RULE_KEYS)))
+    if row["family"] not in FAMILIES:
+        raise ConfigError(f"{where}: family must be one of {FAMILIES}, not {row['family']!r}",
+                          hint="gemm: the SHUFFLE_*_PARAMS, conv: the IMPLGEMM_*_PARAMS")
+    dtypes = tuple(row.get("io_dtypes", ()))
+    if dtypes and len(dtypes) != 3:
+        raise ConfigError(f"{where}: io_dtypes names input, weight and output: {dtypes}",
+                          hint='e.g. io_dtypes = ["f16", "f16", "f16"]')
+    parse_target(row["arch_at_least"])   # a ConfigError names a bad arch
+    return KernelRule(row["family"], row["algo"], dtypes, row["arch_at_least"], row["mirrors"])
