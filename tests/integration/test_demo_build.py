@@ -216,3 +216,17 @@ def test_stress_without_a_gpu_is_skipped_and_sanitize_without_a_sanitizer_is_one
     assert out.returncode == 3, out.stderr[-2000:]
     assert "compute-sanitizer" in out.stderr and "nvidia-cuda-sanitizer-api" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_only_a_compile_needs_the_cccl_overlay(built):
+    """verify compiles nothing, so an overlay that cannot be had does not stop it (the GPU
+    machine has no network: session 22's verify died installing it); a build that would
+    compile stops with one toolchain error naming the fix, before anything is written."""
+    wh, env, _ = built
+    bad = {**env, "CUFORGE_CCCL_OVERLAY": "nvidia-cuda-cccl==0.0.0.404"}
+    out = cuforge("verify", str(wh / COMBO_DIR), "--combo", "3.11-cu130", env=bad)
+    assert out.returncode == 0, out.stderr[-2000:]
+    out = cuforge("build", "--combo", "3.11-cu130", "--rebuild", env=bad)
+    assert out.returncode == 3, out.stderr[-2000:]
+    assert "could not install the CCCL overlay nvidia-cuda-cccl==0.0.0.404" in out.stderr
+    assert "cccl_overlay" in out.stderr and "Traceback" not in out.stderr

@@ -110,9 +110,13 @@ def ensure_overlay(state_dir: Path, spec: str, python: Path) -> Path:
 def _install(root: Path, spec: str, python: Path) -> None:
     tmp = root.with_name(f".{root.name}.{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
+    # the interpreter's pip first: it reads pip's find-links and indexes (a carried wheel on a
+    # machine without network); uv where the env has no pip
+    has_pip = subprocess.run([str(python), "-m", "pip", "--version"],
+                             capture_output=True).returncode == 0
     uv = shutil.which("uv")
-    argv = ([uv, "pip", "install", "--python", str(python)] if uv else
-            [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"])
+    argv = ([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+            if has_pip or not uv else [uv, "pip", "install", "--python", str(python)])
     proc = subprocess.run([*argv, "--no-deps", "--target", str(tmp), spec], capture_output=True,
                           text=True)
     if proc.returncode != 0:

@@ -108,12 +108,13 @@ def creation_steps(state_dir: Path, combo: Combo, target: Target) -> list[Step]:
 
 
 def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
-            verbose: bool = False) -> ComboEnv:
+            verbose: bool = False, compiles: bool = True) -> ComboEnv:
     """Create or reuse the combo's environment and return it ready to build in, for
     ``target`` (``cuforge.env.target.resolve``: under emulation the venv's Python is the
-    target's, run by QEMU)."""
+    target's, run by QEMU). ``compiles`` false (verify): the CCCL overlay, which only a
+    compile reads, is named but not installed."""
     if combo.interpreter:
-        return _existing_interpreter(state_dir, combo, target)
+        return _existing_interpreter(state_dir, combo, target, overlay=compiles)
     target.require_usable()
     root = env_dir(state_dir, combo)
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +129,8 @@ def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
         _check_torch(info, combo)
         if not reused:
             _note_unpredicted(info, combo)
-        toolkit = _toolkit(combo, info, root / "cuda", target, state_dir=state_dir)
+        toolkit = _toolkit(combo, info, root / "cuda", target, state_dir=state_dir,
+                           overlay=compiles)
         if target.emulator is not None:   # its compilers: this machine's build (emulation.toml)
             emulation.install_native_tools(target.emulator, info.site_packages, toolkit.root,
                                            root / "native-tools", log=log, verbose=verbose)
@@ -226,7 +228,7 @@ def check_interpreter(combo: Combo, target: Target, *, remember: bool = True) ->
 
 
 def _existing_interpreter(state_dir: Path, combo: Combo, target: Target, *,
-                          assemble: bool = True) -> ComboEnv:
+                          assemble: bool = True, overlay: bool = True) -> ComboEnv:
     """The combo's own interpreter as an env; its torch decides the combo's (and so the
     wheelhouse path), whatever the combo says."""
     info = check_interpreter(combo, target, remember=assemble)
@@ -237,12 +239,12 @@ def _existing_interpreter(state_dir: Path, combo: Combo, target: Target, *,
     _check_torch(info, combo, exact_torch=False)
     slot = hashlib.sha1(str(info.python).encode()).hexdigest()[:8]
     toolkit = _toolkit(combo, info, state_dir / "toolkits" / slot, target, assemble=assemble,
-                       state_dir=state_dir)
+                       state_dir=state_dir, overlay=overlay)
     return ComboEnv(replace(combo, torch=info.torch), info, toolkit, None, True, target)
 
 
 def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
-             assemble: bool = True, state_dir: Path) -> Toolkit:
+             assemble: bool = True, state_dir: Path, overlay: bool = True) -> Toolkit:
     """The env's toolkit; without ``assemble``, where it is (or will be) and its version, with
     nothing written (``--dry-run``). The accel's CCCL overlay (env/cccl.py) comes first on its
     include path."""
@@ -260,10 +262,10 @@ def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
                                 search=dict(target.step_env()).get("PATH"))
     if note:
         print(f"note: {note}", file=sys.stderr)
-    overlay = cccl.overlay_spec(combo.accel.cccl_overlay)
-    if overlay:
-        inc = (cccl.ensure_overlay(state_dir, overlay, info.python) if assemble else
-               cccl.overlay_include(cccl.overlay_dir(state_dir, overlay)))
+    spec = cccl.overlay_spec(combo.accel.cccl_overlay)
+    if spec:
+        inc = (cccl.ensure_overlay(state_dir, spec, info.python) if assemble and overlay else
+               cccl.overlay_include(cccl.overlay_dir(state_dir, spec)))
         toolkit = replace(toolkit, include_dirs=(inc, *toolkit.include_dirs))
     return replace(toolkit, host=host)
 

@@ -106,7 +106,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
         if path.is_dir() and has_index(path):
             verify_index(path)
     env = venv.prepare(project.state_dir, combo, resolve(project, combo),
-                       log=project.state_dir / "logs" / "verify.log")
+                       log=project.state_dir / "logs" / "verify.log", compiles=False)
     from packaging.utils import canonicalize_name
     recipes = {canonicalize_name(name): r for name, r in load_recipes(project).items()}
     wheels = collect_wheels(paths, project.wheelhouse)
