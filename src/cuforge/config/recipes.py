@@ -15,7 +15,7 @@ from cuforge.config.names import as_known
 from cuforge.config.kernels import KernelFilter, parse_kernels
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
-from cuforge.core.tomlfile import read_toml
+from cuforge.core.tomlfile import read_toml, refuse_unknown_keys
 
 
 class BuildKind(StrEnum):
@@ -266,10 +266,7 @@ def _upstream_tests(table: dict | None, where: str) -> UpstreamTests | None:
     if table is None:
         return None
     where = f"{where} [upstream_tests]"
-    unknown = set(table) - UPSTREAM_TEST_KEYS
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}",
-                          hint=f"[upstream_tests] may have: {', '.join(sorted(UPSTREAM_TEST_KEYS))}")
+    refuse_unknown_keys(table, UPSTREAM_TEST_KEYS, where, "[upstream_tests]")
     path = str(table.get("path", ""))
     if not path or Path(path).is_absolute() or ".." in Path(path).parts:
         raise ConfigError(f"{where}: `path` must name the suite inside its source tree, "

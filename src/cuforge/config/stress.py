@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cuforge.core.errors import ConfigError
 from cuforge.core.project import Project
+from cuforge.core.tomlfile import refuse_unknown_keys
 
 STRESS_PREFIX = "stress_"
 
@@ -41,10 +42,7 @@ def parse_stress(table: dict | None, where: str) -> StressRule | None:
     if table is None:
         return None
     where = f"{where} [stress]"
-    unknown = set(table) - STRESS_KEYS
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}",
-                          hint=f"[stress] may have: {', '.join(sorted(STRESS_KEYS))}")
+    refuse_unknown_keys(table, STRESS_KEYS, where, "[stress]")
     for key in ("args", "short_args"):
         value = table.get(key, [])
         if not isinstance(value, list) or not all(isinstance(a, str) for a in value):

@@ -38,3 +38,19 @@ def read_toml(path: Path, what: str) -> dict:
                           hint=f"fix the {what}'s syntax at line {line} "
                           "(quoted strings, `key = value`, [tables]; see https://toml.io)"
                           ) from None
+
+
+def refuse_unknown_keys(table: dict, allowed: set[str], where: str, section: str) -> None:
+    """A ConfigError naming the keys of ``table`` that ``section`` does not have.
+
+    >>> refuse_unknown_keys({"scripts": 1}, {"script"}, "recipes/x.toml [stress]", "[stress]")
+    Traceback (most recent call last):
+    ...
+    cuforge.core.errors.ConfigError: recipes/x.toml [stress]: unknown keys ['scripts']
+      fix: [stress] may have: script
+    """
+    unknown = set(table) - allowed
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}",
+                          hint=f"{section} may have: {', '.join(sorted(allowed))}")
+

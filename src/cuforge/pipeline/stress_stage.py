@@ -5,11 +5,10 @@ short and under compute-sanitizer (``--sanitize``). The verdict is recorded in t
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from cuforge.core.project import Project
-from cuforge.pipeline.upstream_stage import dependency_roots, record_check
+from cuforge.pipeline.upstream_stage import each_wheel
 from cuforge.verify.report import CheckResult
 from cuforge.verify.stress import CHECK, SANITIZE_CHECK, find_sanitizer, run_stress
 
@@ -61,23 +60,5 @@ def stress_stage(project: Project, env, house_dir: Path, entries, recipes: dict,
                  *, sanitize: bool = False) -> list[CheckResult]:
     """A build's last stage (``build --stress``): each built or prebuilt wheel whose recipe has
     a ``[stress]``, its verdict printed and recorded in the manifest. Returns the results."""
-    from packaging.utils import canonicalize_name
-
-    from cuforge.verify.report import verdict_line
-    by_name = {canonicalize_name(n): r for n, r in recipes.items()}
-    wheels = {e.package: house_dir / e.wheel for e in entries
-              if e.status.has_wheel and e.wheel}
-    by_package = {canonicalize_name(n): w for n, w in wheels.items()}
-    stage = StressStage(project, env, sanitize=sanitize)
-    results = []
-    with tempfile.TemporaryDirectory(prefix="cuforge-stress-") as tmp:
-        for name, wheel in wheels.items():
-            recipe = recipes.get(name)
-            if recipe is None or recipe.stress is None:
-                continue
-            deps = dependency_roots(recipe, by_name, by_package, Path(tmp))
-            result = stage.run(wheel, recipe, deps, imported_ok=True, tmp=Path(tmp))
-            record_check(wheel, result)
-            results.append(result)
-            console.print(verdict_line(name, [result], reason_width=200))
-    return results
+    return each_wheel(StressStage(project, env, sanitize=sanitize),
+                      lambda r: r.stress is not None, house_dir, entries, recipes, console)

@@ -97,6 +97,16 @@ def upstream_stage(project: Project, env, house_dir: Path, entries,
                    recipes: dict, source_overrides: dict[str, Path], console) -> None:
     """A build's last stage (``build --upstream-tests``): each built or prebuilt wheel's
     upstream suite, its verdict printed and recorded in the manifest."""
+    stage = UpstreamStage(project, env.python, env.combo, {}, source_overrides,
+                          env.target.step_env())
+    each_wheel(stage, lambda r: r.upstream_tests is not None, house_dir, entries, recipes,
+               console)
+
+
+def each_wheel(stage, wanted, house_dir: Path, entries, recipes: dict, console) -> list:
+    """A late stage (upstream tests, stress) over a build's wheels: ``stage.run`` for each
+    wheel whose recipe is ``wanted``, with the wheels it imports with; each verdict printed
+    and recorded in the manifest. Returns the results."""
     from packaging.utils import canonicalize_name
 
     from cuforge.verify.report import verdict_line
@@ -104,17 +114,18 @@ def upstream_stage(project: Project, env, house_dir: Path, entries,
     wheels = {e.package: house_dir / e.wheel for e in entries
               if e.status.has_wheel and e.wheel}
     by_package = {canonicalize_name(n): w for n, w in wheels.items()}
-    stage = UpstreamStage(project, env.python, env.combo, {}, source_overrides,
-                          env.target.step_env())
-    with tempfile.TemporaryDirectory(prefix="cuforge-suites-") as tmp:
+    results = []
+    with tempfile.TemporaryDirectory(prefix="cuforge-stage-") as tmp:
         for name, wheel in wheels.items():
             recipe = recipes.get(name)
-            if recipe is None or recipe.upstream_tests is None:
+            if recipe is None or not wanted(recipe):
                 continue
             deps = dependency_roots(recipe, by_name, by_package, Path(tmp))
             result = stage.run(wheel, recipe, deps, imported_ok=True, tmp=Path(tmp))
             record_check(wheel, result)
+            results.append(result)
             console.print(verdict_line(name, [result], reason_width=200))
+    return results
 
 
 # cumm and spconv name their wheels after the CUDA version: cumm-cu130, spconv-cu126.
