@@ -95,6 +95,10 @@ def link_combo_env(proj: Path) -> None:
     for env_dir in (ROOT / ".cuforge" / "envs").glob("3.11-cu130-*"):
         if env_dir.is_dir() and not (envs / env_dir.name).exists():
             (envs / env_dir.name).symlink_to(env_dir.resolve())
+    # and its CCCL overlay (env/cccl.py), installed once with the env by the suite's start
+    overlays = ROOT / ".cuforge" / "cccl"
+    if overlays.is_dir() and not (proj / ".state" / "cccl").exists():
+        (proj / ".state" / "cccl").symlink_to(overlays.resolve())
 
 
 def cuforge(proj: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600,
