@@ -154,6 +154,12 @@ class ActiveCache:
     launchers: Path                    # where the setuptools kind keeps its CXX launchers
     dist_dir: Path | None = None       # dist: the package server's client config, toolchains
 
+    @property
+    def across_clones(self) -> bool:
+        """Storage other clones read (redis, dist, a named directory or build dir): their
+        command lines must match, so no build's own paths may be on them (no path maps)."""
+        return self.config.kind in ("remote", "dist", "dir") or bool(self.config.build_dir)
+
 
 @dataclass
 class CacheReport:
