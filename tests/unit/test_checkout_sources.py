@@ -21,7 +21,7 @@ from cuforge.pipeline.request import BuildRequest
 from cuforge.config.stacks import load_stack
 from cuforge.core.errors import PatchError
 from cuforge.core.project import Project, find_project
-from cuforge.pipeline.actions import ActionHandlers
+from cuforge.pipeline import actions
 from cuforge.pipeline.plan import Action, ActionKind, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,7 +136,7 @@ def test_a_build_whose_patch_does_not_apply_to_the_checkouts_copy_names_pinned(t
     def patch(source: Source) -> str:
         pkg = SimpleNamespace(name="b", recipe=Recipe("b", "setuptools", source))
         with pytest.raises(PatchError) as err:
-            ActionHandlers._patch(handlers, pkg, action, tmp_path / "log")
+            actions.do(handlers, pkg, action, tmp_path / "log")
         return str(err.value)
 
     mine = patch(Source(path=str(tmp_path / "Repo" / "sub" / "b"), checkout="sub/b"))

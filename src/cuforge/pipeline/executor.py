@@ -2,11 +2,11 @@
 jobs budget, dependents after their dependencies. Each package ends as one manifest line:
 compiled, prebuilt, skipped or FAILED. This module schedules; what one package's build does
 is in ``actions`` (a handler per action kind), ``wheelsource`` (the team's wheel, a prebuilt
-one, or one built here) and ``gate`` (verification, pins, the manifest entry, publish)."""
+one, or one built here) and ``gate`` (verification, pins, the manifest entry, publish): plain
+functions, each given the build's one ``context.BuildContext``."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -27,15 +27,14 @@ from cuforge.env.target import resolve
 from cuforge.core import runner
 from cuforge.core.console import (BuildProgress, duration, heartbeat, live_progress,
                                   make_console, progress_lines, timed)
+from cuforge.core.runner import listen
 from cuforge.core.errors import CuforgeError
 from cuforge.core.project import Project
 from cuforge.env import venv
 from cuforge.env.resolve import check_combo_env
-from cuforge.pipeline import compiler_cache, slots
-from cuforge.pipeline.actions import ActionHandlers
-from cuforge.pipeline.gate import Gate
+from cuforge.pipeline import gate, slots, wheelsource
+from cuforge.pipeline.context import BuildContext, open_context
 from cuforge.pipeline.plan import PackagePlan, Plan, make_plan, up_to_date
-from cuforge.pipeline.wheelsource import WheelSources
 from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
 from cuforge.publish.writable import check_wheelhouse
 
@@ -182,31 +181,19 @@ def summary_line(executor: Executor, log_dir: Path, seconds: float) -> Text:
     return line
 
 
-class Executor(WheelSources, Gate, ActionHandlers):
+class Executor:
     """Runs a plan: a package starts once its dependencies are done and its share of the jobs
     budget is free (shares never add up to more than the budget); commands that change the
-    combo env (pip install) run one at a time."""
+    combo env (pip install) run one at a time. What the packages share is ``ctx``."""
 
     def __init__(self, project: Project, req: BuildRequest, env: venv.ComboEnv, plan: Plan,
                  log_dir: Path, recipe_names: frozenset[str]) -> None:
-        self.project, self.req, self.env, self.plan, self.log_dir = (project, req, env, plan,
-                                                                     log_dir)
-        self.recipe_names = recipe_names   # never installed from an index (runtimedeps.split)
-        self.run_env = env.target.step_env()   # what the env's Python needs to run (emulation)
-        self.house = Wheelhouse(plan.wheel_dir, project.wheelhouse_named_by)
-        self.house.recover()   # finish or undo a publish that a killed run left half-done
-        self.runtime: dict[str, list[str]] = {}   # wheel -> the requirements verify installed
-        self.env_lock = threading.Lock()
-        self.cache_reports: dict[str, compiler_cache.CacheReport] = {}
-        self._team: list | None = None   # the team index's wheels (--wheels), read once
-        self._ahead: dict = {}            # package -> its team wheel checked ahead (wheelsource)
-        self._torch_dist = None   # the env's torch as an index lists it (wheelmeta.TorchBuild)
+        self.ctx: BuildContext = open_context(project, req, env, plan, log_dir, recipe_names,
+                                              live_progress(console))
+        self.plan = plan
         self.started = time.monotonic()
-        self.side_by_side = plan.pooled or sum(1 for p in plan.packages
-                                               if p.jobs < plan.jobs) > 1
         self.results: dict[str, Entry] = {}   # per package, as run() decides them
         self.current: set[str] = set()         # packages found up to date
-        self.check_spans: list[tuple[float, float]] = []   # (start, end) of each verification
 
     def _between(self, results: dict[str, Entry]) -> str:
         """What the heartbeat says while no package shows a live line (a package's wheel is
@@ -229,12 +216,12 @@ class Executor(WheelSources, Gate, ActionHandlers):
         self.results = results   # read by summary_line, also after a failure
         # the runner's session innermost: an interrupt stops the commands before the pool
         # waits for the threads that run them
-        with live_progress(console) as progress, \
+        ctx = self.ctx
+        with ctx.progress as progress, \
                 heartbeat(console, lambda: self._beat(progress, results)), \
                 ThreadPoolExecutor(max(1, self.plan.jobs)) as pool, runner.session(), \
                 self._check_host():
-            self.progress = progress
-            if self.req.team_wheels:
+            if ctx.req.team_wheels:
                 self._team_ahead(pool, pending)
             while (pending and stop is None) or running:
                 for pkg in list(pending if stop is None else ()):
@@ -244,12 +231,12 @@ class Executor(WheelSources, Gate, ActionHandlers):
                     if broken:
                         pending.remove(pkg)
                         results[pkg.name] = _record_skip(
-                            self.house, self.plan.combo, pkg.recipe,
+                            ctx.house, self.plan.combo, pkg.recipe,
                             f"dependency {', '.join(broken)} failed")
                         continue
                     if any(d not in results for d in deps):
                         continue
-                    current = None if self.req.rebuild else up_to_date(self.house, pkg)
+                    current = None if ctx.req.rebuild else up_to_date(ctx.house, pkg)
                     if current is not None:
                         pending.remove(pkg)
                         results[pkg.name] = current
@@ -276,7 +263,7 @@ class Executor(WheelSources, Gate, ActionHandlers):
                         results[pkg.name] = Entry(pkg.name, Status.FAILED,
                                                   reason=str(err).splitlines()[0])
         outcome.entries = [results[p.name] for p in self.plan.packages if p.name in results]
-        outcome.check_seconds = covered(self.check_spans)
+        outcome.check_seconds = covered(ctx.state.check_spans)
         if stop is not None:
             raise stop   # printed once, by the CLI
         return outcome
@@ -284,31 +271,62 @@ class Executor(WheelSources, Gate, ActionHandlers):
     def _team_ahead(self, pool: ThreadPoolExecutor, pending: list[PackagePlan]) -> None:
         """``--wheels``: every team wheel still to decide is checked at once, side by side,
         each against its dependencies' team wheels; the loop then publishes them in order and
-        takes a result only where the dependencies match (``WheelSources._try_team``)."""
-        todo = [p for p in pending if self.req.rebuild or up_to_date(self.house, p) is None]
+        takes a result only where the dependencies match (``wheelsource._try_team``)."""
+        ctx = self.ctx
+        todo = [p for p in pending if ctx.req.rebuild or up_to_date(ctx.house, p) is None]
         futures = {p.name: pool.submit(self._ahead_in_work_dir, p) for p in todo}
-        self._ahead = {name: got for name, f in futures.items() if (got := f.result())}
+        ctx.state.ahead.update((name, got) for name, f in futures.items()
+                               if (got := f.result()))
 
     def _ahead_in_work_dir(self, pkg: PackagePlan):
         with work_lock(pkg.work, lambda text: console.print(escape(text))), \
                 BuildProgress(pkg.name, console, "checking the team's wheel",
-                              shared=self.progress):
-            return self._check_ahead(pkg)
+                              shared=self.ctx.progress):
+            return wheelsource.check_ahead(self.ctx, pkg)
 
     def _check_host(self):
         """The checks of every wheel of this run share one interpreter of the env (each check
         a child of it): torch is imported once per run, not three times per wheel."""
         from cuforge.verify import host
-        return host.serving(self.env.info.python, self.run_env,
-                            enabled=not self.env.target.emulated)
+        env = self.ctx.env
+        return host.serving(env.info.python, self.ctx.run_env, enabled=not env.target.emulated)
 
     def _package(self, pkg: PackagePlan) -> Entry:
         if pkg.skip:
             console.print(f"[yellow]skipped[/] {pkg.name}: {pkg.skip}")
-            return _record_skip(self.house, self.plan.combo, pkg.recipe, pkg.skip)
+            return _record_skip(self.ctx.house, self.plan.combo, pkg.recipe, pkg.skip)
         # the work dir is ours from fetch to publish (the wheel is copied out of it)
         with work_lock(pkg.work, lambda text: console.print(escape(text))):
             return self._build_and_publish(pkg)
+
+    def _build_and_publish(self, pkg: PackagePlan) -> Entry:
+        """A verified wheel from one of its sources (``wheelsource``), published by the gate;
+        a failure is its one FAILED line (the build stops after the others, unless
+        --keep-going)."""
+        ctx = self.ctx
+        log = ctx.log_dir / f"{pkg.name}.log"
+        log.write_text("")
+        if pkg.jobs_note:
+            runner.note(log, pkg.jobs_note)
+        started = time.monotonic()
+        last = ctx.house.last_build(pkg.name)   # read before this build adds its own line
+        try:
+            with BuildProgress(pkg.name, console, f"building for {pkg.archs} (log: {log})",
+                               shared=ctx.progress,
+                               last=last.build_seconds if last else None) as progress, \
+                    listen(progress.on_line):
+                progress.announce()
+                made = wheelsource.wheel_for(ctx, pkg, log, progress.say)
+        except CuforgeError as err:
+            if runner.stopping():   # a command stopped by the interrupt: no verdict to record
+                raise runner.Interrupted(f"{pkg.name} was not finished") from err
+            entry = ctx.house.publish(None, gate.failed_entry(self.plan.combo, pkg.recipe,
+                                                              str(err), log, started))
+            if not ctx.req.keep_going:
+                raise
+            console.print(f"[red]FAILED[/] {escape(pkg.name)}: {escape(str(err))}")
+            return entry
+        return gate.publish(ctx, pkg, made, log, started)
 
 
 def covered(spans: list[tuple[float, float]]) -> float:

@@ -1,254 +1,229 @@
 """Where a package's wheel comes from, in order: the team's (``--wheels``: downloaded, its
 pins checked as published, then every check a wheel built here gets), the recipe's prebuilt
 one (kept only when it covers the arches and passes the gate's checks), or one built here from
-source (under the compiler cache; built again without it when sccache itself failed)."""
+source (under the compiler cache; built again without it when sccache itself failed). Each
+is a function of the build's context (``pipeline.context.BuildContext``); the checks are the
+gate's (``gate.verify``)."""
 
 from __future__ import annotations
 
 import shutil
-import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
 
 from cuforge.config.recipes import Recipe
-from cuforge.pipeline.request import BuildRequest
 from cuforge.core import runner
 from cuforge.core.console import make_console
 from cuforge.core.digest import sha256_of
 from cuforge.core.errors import BuildError, CuforgeError
-from cuforge.env import venv
-from cuforge.pipeline import compiler_cache
-from cuforge.pipeline.plan import Action, ActionKind, PackagePlan, Plan
+from cuforge.pipeline import actions, compiler_cache, gate
+from cuforge.pipeline.context import BuildContext
+from cuforge.pipeline.made import Ahead, Made
+from cuforge.pipeline.plan import Action, ActionKind, PackagePlan
 from cuforge.publish.wheelhouse import Status
 from cuforge.verify.checklist import PREBUILT_GATE
 from cuforge.verify.checks import embedded_arches
-from cuforge.verify.report import CheckResult
 
 console = make_console(stderr=True)
 
 
-@dataclass(frozen=True)
-class Made:
-    """A verified wheel, before it is pinned and published: how it came to be, its checks'
-    results, the arches it really embeds, and a note for the manifest's reason."""
+def wheel_for(ctx: BuildContext, pkg: PackagePlan, log: Path, say) -> Made:
+    """A verified wheel: the team's (--wheels), an accepted prebuilt one, or one compiled
+    here."""
+    note = ""
+    if ctx.req.team_wheels:
+        say("trying the team's wheel")
+        got = _try_team(ctx, pkg, log)
+        if isinstance(got, Made):
+            return got
+        console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(got)}; building it here")
+    if pkg.prebuilt:
+        say("trying the prebuilt wheel")
+        got = _try_prebuilt(ctx, pkg, log)
+        if isinstance(got, Made):
+            return got
+        note = got
+        console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(note)}; compiling instead")
+    since = compiler_cache.error_log_size(pkg.cache)
+    try:
+        _build_from_source(ctx, pkg, pkg.cache, log, say)
+    except BuildError:
+        why = compiler_cache.failed_inside(pkg.cache, since)
+        if not why:
+            raise
+        console.print(f"[yellow]warning[/]: {escape(pkg.name)}: sccache failed ({escape(why)});"
+                      " building again without the compiler cache")
+        _build_from_source(ctx, replace(pkg, actions=_without_cache(pkg)), None, log, say,
+                           why_off=f"sccache failed ({why}); built without it")
+    wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
+    say("verifying")
+    checks, embedded = gate.verify(ctx, pkg, wheel, log)
+    how = Status.COMPILED if pkg.recipe.kind.compiles else Status.PREBUILT
+    return Made(wheel, how, checks, embedded, note)
 
-    wheel: Path
-    status: Status             # compiled, or prebuilt (downloaded, or a prebuilt recipe)
-    checks: dict[str, CheckResult]
-    embedded: dict[str, list[str]]
-    note: str = ""             # e.g. why the published wheel was not used
-    team: str = ""             # the team index it came from (--wheels): published as it is
+
+def _build_from_source(ctx: BuildContext, pkg: PackagePlan, cache, log: Path, say,
+                       why_off: str = "") -> None:
+    """Every action before verification, under ``cache`` (None: no compiler cache)."""
+    with compiler_cache.serve(cache, why_off or pkg.cache_off, log,
+                              say=console.print) as cached:
+        ctx.state.cache_reports[pkg.name] = cached
+        for action in pkg.actions:
+            if action.kind is ActionKind.VERIFY:
+                break
+            say(action.what)
+            actions.do(ctx, pkg, action, log)
 
 
-@dataclass(frozen=True)
-class Ahead:
-    """A team wheel checked before its dependencies were decided, against their team wheels
-    (``WheelSources._check_ahead``)."""
+def _try_prebuilt(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
+    """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
+    passes every check that gates a prebuilt wheel (``verify.checklist.PREBUILT_GATE``).
+    Else: why not."""
+    from cuforge.verify import context_from, verify_wheel
+    try:
+        for action in pkg.prebuilt:
+            if action.kind is not ActionKind.GATE:
+                actions.do(ctx, pkg, action, log)
+        wheel = _single_wheel(pkg.work / "prebuilt", pkg.recipe)
+    except CuforgeError as err:
+        return f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
+    try:
+        gate.install_runtime_requirements(ctx, wheel, log)
+    except CuforgeError as err:
+        return f"prebuilt {wheel.name}: its requirements do not install ({err})"
+    with gate.timed_check(ctx):
+        report = verify_wheel(wheel, context_from(ctx.env.info, pkg.archs, ctx.run_env,
+                                                  no_device=ctx.env.target.no_device,
+                                                  sysroot=ctx.env.target.sysroot),
+                              **gate.smoke(ctx, pkg.recipe),
+                              modules=list(pkg.recipe.modules),
+                              dependency_paths=gate.dependency_paths(pkg))
+    bad = [r for r in report.failures() if r.check in PREBUILT_GATE]
+    if bad:
+        why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
+        return f"prebuilt {wheel.name} rejected ({why})"
+    return Made(wheel, Status.PREBUILT, report.checks, embedded_arches(wheel))
 
-    made: Made
-    deps: dict[str, str]   # dependency -> sha256 of the team wheel its checks imported
-    log: Path              # what the checks printed, copied into the package's log when used
+
+def _team_index(ctx: BuildContext) -> list:
+    from cuforge.publish import teamwheels
+    with ctx.env_lock:   # read once per run, by whichever package asks first
+        if ctx.state.team is None:
+            ctx.state.team = teamwheels.list_wheels(ctx.req.team_wheels)
+        return ctx.state.team
 
 
-class WheelSources:
-    """The executor's ways to a verified wheel (mixed into ``executor.Executor``, which sets
-    the attributes below)."""
+def _team_candidates(ctx: BuildContext, name: str) -> list:
+    """The team index's wheels that could be ``name``'s for this combo, newest first."""
+    from cuforge.publish import teamwheels
+    accel = ctx.plan.combo.accel.tag
+    return teamwheels.candidates(
+        _team_index(ctx), name, accel=accel, labels=_team_labels(ctx),
+        python=f"cp{ctx.plan.combo.python.replace('.', '')}",
+        platform_ok=ctx.plan.combo.target.accepts)
 
-    req: BuildRequest
-    env: venv.ComboEnv
-    plan: Plan
-    run_env: tuple[tuple[str, str], ...]
-    env_lock: threading.Lock
-    cache_reports: dict[str, compiler_cache.CacheReport]
-    _team: list | None
-    _ahead: dict[str, Ahead]
 
-    def _wheel_for(self, pkg: PackagePlan, log: Path, say) -> Made:
-        """A verified wheel: the team's (--wheels), an accepted prebuilt one, or one compiled
-        here."""
-        note = ""
-        if self.req.team_wheels:
-            say("trying the team's wheel")
-            got = self._try_team(pkg, log)
-            if isinstance(got, Made):
-                return got
-            console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(got)}; building it here")
-        if pkg.prebuilt:
-            say("trying the prebuilt wheel")
-            got = self._try_prebuilt(pkg, log)
-            if isinstance(got, Made):
-                return got
-            note = got
-            console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(note)}; compiling instead")
-        since = compiler_cache.error_log_size(pkg.cache)
-        try:
-            self._build_from_source(pkg, pkg.cache, log, say)
-        except BuildError:
-            why = compiler_cache.failed_inside(pkg.cache, since)
-            if not why:
-                raise
-            console.print(f"[yellow]warning[/]: {escape(pkg.name)}: sccache failed ({escape(why)});"
-                          " building again without the compiler cache")
-            self._build_from_source(replace(pkg, actions=_without_cache(pkg)), None, log, say,
-                                    why_off=f"sccache failed ({why}); built without it")
-        wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
-        say("verifying")
-        checks, embedded = self._verify(pkg, wheel, log)
-        how = Status.COMPILED if pkg.recipe.kind.compiles else Status.PREBUILT
-        return Made(wheel, how, checks, embedded, note)
+def _team_labels(ctx: BuildContext) -> tuple[str, ...]:
+    from cuforge.publish import wheelmeta
+    accel = ctx.plan.combo.accel.tag
+    return (wheelmeta.local_label(accel, gate.torch_build(ctx).version, links_torch=True),
+            accel, "")
 
-    def _build_from_source(self, pkg: PackagePlan, cache, log: Path, say, why_off: str = ""):
-        """Every action before verification, under ``cache`` (None: no compiler cache)."""
-        with compiler_cache.serve(cache, why_off or pkg.cache_off, log,
-                                  say=console.print) as cached:
-            self.cache_reports[pkg.name] = cached
-            for action in pkg.actions:
-                if action.kind is ActionKind.VERIFY:
-                    break
-                say(action.what)
-                self._do(pkg, action, log)
 
-    def _try_prebuilt(self, pkg: PackagePlan, log: Path) -> Made | str:
-        """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
-        passes every check that gates a prebuilt wheel (``verify.checklist.PREBUILT_GATE``).
-        Else: why not."""
-        from cuforge.verify import context_from, verify_wheel
-        try:
-            for action in pkg.prebuilt:
-                if action.kind is not ActionKind.GATE:
-                    self._do(pkg, action, log)
-            wheel = _single_wheel(pkg.work / "prebuilt", pkg.recipe)
-        except CuforgeError as err:
-            return f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
-        try:
-            self._install_runtime_requirements(wheel, log)
-        except CuforgeError as err:
-            return f"prebuilt {wheel.name}: its requirements do not install ({err})"
-        with self._timed_check():
-            report = verify_wheel(wheel, context_from(self.env.info, pkg.archs, self.run_env,
-                                                      no_device=self.env.target.no_device,
-                                                      sysroot=self.env.target.sysroot),
-                                  **self._smoke(pkg.recipe),
-                                  modules=list(pkg.recipe.modules),
-                                  dependency_paths=self._dependency_paths(pkg))
-        bad = [r for r in report.failures() if r.check in PREBUILT_GATE]
-        if bad:
-            why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
-            return f"prebuilt {wheel.name} rejected ({why})"
-        return Made(wheel, Status.PREBUILT, report.checks, embedded_arches(wheel))
+def _team_staging(ctx: BuildContext, pkg: PackagePlan) -> Path:
+    # the pins check reads the combo from the directory's name, as in a wheelhouse
+    return pkg.work / "team" / ctx.plan.wheel_dir.parent.name / ctx.plan.wheel_dir.name
 
-    def _team_index(self) -> list:
-        from cuforge.publish import teamwheels
-        with self.env_lock:   # read once per run, by whichever package asks first
-            if self._team is None:
-                self._team = teamwheels.list_wheels(self.req.team_wheels)
-            return self._team
 
-    def _team_candidates(self, name: str) -> list:
-        """The team index's wheels that could be ``name``'s for this combo, newest first."""
-        from cuforge.publish import teamwheels
-        accel = self.plan.combo.accel.tag
-        return teamwheels.candidates(
-            self._team_index(), name, accel=accel, labels=self._team_labels(),
-            python=f"cp{self.plan.combo.python.replace('.', '')}",
-            platform_ok=self.plan.combo.target.accepts)
+def _download_team(ctx: BuildContext, name: str, dest: Path, log: Path) -> Path | str:
+    """The team's newest wheel for ``name`` downloaded into ``dest`` (emptied first); else
+    why there is none."""
+    from cuforge.publish import teamwheels
+    try:
+        found = _team_candidates(ctx, name)
+        if not found:
+            labels = _team_labels(ctx)
+            return (f"the team index {ctx.req.team_wheels} has no wheel for it "
+                    f"(+{labels[0]}, +{labels[1]} or pure, cp{ctx.plan.combo.python})")
+        shutil.rmtree(dest, ignore_errors=True)
+        wheel = teamwheels.download(found[0], dest)
+    except CuforgeError as err:
+        return f"no team wheel ({err.summary})"
+    runner.note(log, f"team wheel {found[0].url}")
+    return wheel
 
-    def _team_labels(self) -> tuple[str, ...]:
-        from cuforge.publish import wheelmeta
-        accel = self.plan.combo.accel.tag
-        return (wheelmeta.local_label(accel, self._torch_build().version, links_torch=True),
-                accel, "")
 
-    def _team_staging(self, pkg: PackagePlan) -> Path:
-        # the pins check reads the combo from the directory's name, as in a wheelhouse
-        return pkg.work / "team" / self.plan.wheel_dir.parent.name / self.plan.wheel_dir.name
-
-    def _download_team(self, name: str, dest: Path, log: Path) -> Path | str:
-        """The team's newest wheel for ``name`` downloaded into ``dest`` (emptied first); else
-        why there is none."""
-        from cuforge.publish import teamwheels
-        try:
-            found = self._team_candidates(name)
-            if not found:
-                labels = self._team_labels()
-                return (f"the team index {self.req.team_wheels} has no wheel for it "
-                        f"(+{labels[0]}, +{labels[1]} or pure, cp{self.plan.combo.python})")
-            shutil.rmtree(dest, ignore_errors=True)
-            wheel = teamwheels.download(found[0], dest)
-        except CuforgeError as err:
-            return f"no team wheel ({err.summary})"
-        runner.note(log, f"team wheel {found[0].url}")
+def _try_team(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
+    """The team's newest wheel for this package and combo, downloaded and put through the
+    pins/RECORD check as published, then every check a wheel built here gets; else why
+    not. A refused wheel is kept in the work dir for inspection."""
+    from cuforge.publish import wheelmeta
+    staging = _team_staging(ctx, pkg)
+    ahead = ctx.state.ahead.get(pkg.name)
+    if ahead is not None and not _same_dependencies(ctx, ahead):
+        runner.note(log, "checked beside its dependencies, but a dependency was not "
+                    "published from the team wheel it was checked with: checking again")
+        ahead = None
+    wheel = ahead.made.wheel if ahead else _download_team(ctx, pkg.name, staging, log)
+    if isinstance(wheel, str):
         return wheel
-
-    def _try_team(self, pkg: PackagePlan, log: Path) -> Made | str:
-        """The team's newest wheel for this package and combo, downloaded and put through the
-        pins/RECORD check as published, then every check a wheel built here gets; else why
-        not. A refused wheel is kept in the work dir for inspection."""
-        from cuforge.publish import wheelmeta
-        staging = self._team_staging(pkg)
-        ahead = self._ahead.get(pkg.name)
-        if ahead is not None and not self._same_dependencies(ahead):
-            runner.note(log, "checked beside its dependencies, but a dependency was not "
-                        "published from the team wheel it was checked with: checking again")
-            ahead = None
-        wheel = ahead.made.wheel if ahead else self._download_team(pkg.name, staging, log)
-        if isinstance(wheel, str):
-            return wheel
-        pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(self.plan.wheel_dir))
-        if pins is not None and pins.failed:
-            return f"team wheel {wheel.name} refused (pins: {pins.detail})"
-        if ahead is not None:
-            runner.note(log, ahead.log.read_text().rstrip("\n"))
-            made = ahead.made
-        else:
-            try:
-                # its import needs its dependencies as a build here gets them (the DEPS
-                # action): their wheels from this wheelhouse (the team's, accepted first)
-                self._deps(pkg, None, log)
-                checks, embedded = self._verify(pkg, wheel, log)
-            except CuforgeError as err:
-                return f"team wheel {wheel.name} refused ({err.summary})"
-            made = Made(wheel, Status.PREBUILT, checks, embedded, team=self.req.team_wheels)
-        if pins is not None:
-            made = replace(made, checks={**made.checks, pins.check: pins})
-        return made
-
-    def _check_ahead(self, pkg: PackagePlan) -> Ahead | None:
-        """``--wheels``: the package's team wheel checked now, its dependencies' team wheels
-        in its overlays, so that a chain (ccimport -> pccm -> cumm -> spconv: 31.5 s one after
-        another on the H100) is checked side by side. Used only when each dependency is then
-        published from that very wheel (``_try_team``); None: the usual order decides."""
-        names = {p.name for p in self.plan.packages}
-        if pkg.skip or any(d not in names for d in pkg.recipe.depends):
-            return None
-        log = pkg.work / "team-ahead.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text("checked beside its dependencies\n")
-        got = {name: self._download_team(name, dest, log) for name, dest in
-               [(pkg.name, self._team_staging(pkg)),
-                *((d, pkg.work / "team-deps" / d) for d in pkg.recipe.depends)]}
-        if any(isinstance(w, str) for w in got.values()):
-            return None
-        wheel = got.pop(pkg.name)
-        deps = {dep: sha256_of(w) for dep, w in got.items()}
-        for dep, w in got.items():
-            runner.note(log, f"with {dep}'s team wheel {w.name} (sha256 {deps[dep][:12]}) in "
-                        "its overlay")
+    pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(ctx.plan.wheel_dir))
+    if pins is not None and pins.failed:
+        return f"team wheel {wheel.name} refused (pins: {pins.detail})"
+    if ahead is not None:
+        runner.note(log, ahead.log.read_text().rstrip("\n"))
+        made = ahead.made
+    else:
         try:
-            self._deps(pkg, None, log, wheels=got)
-            checks, embedded = self._verify(pkg, wheel, log, say_failure=False)
-        except CuforgeError as err:   # the usual order checks it again and says why
-            runner.note(log, f"not taken ahead: {err.summary}")
-            return None
-        return Ahead(Made(wheel, Status.PREBUILT, checks, embedded, team=self.req.team_wheels),
-                     deps, log)
+            # its import needs its dependencies as a build here gets them (the DEPS
+            # action): their wheels from this wheelhouse (the team's, accepted first)
+            actions.deps(ctx, pkg, None, log)
+            checks, embedded = gate.verify(ctx, pkg, wheel, log)
+        except CuforgeError as err:
+            return f"team wheel {wheel.name} refused ({err.summary})"
+        made = Made(wheel, Status.PREBUILT, checks, embedded, team=ctx.req.team_wheels)
+    if pins is not None:
+        made = replace(made, checks={**made.checks, pins.check: pins})
+    return made
 
-    def _same_dependencies(self, ahead: Ahead) -> bool:
-        latest = self.house.latest()
-        return all((entry := latest.get(dep)) is not None and entry.wheel_sha256 == sha
-                   for dep, sha in ahead.deps.items())
+
+def check_ahead(ctx: BuildContext, pkg: PackagePlan) -> Ahead | None:
+    """``--wheels``: the package's team wheel checked now, its dependencies' team wheels
+    in its overlays, so that a chain (ccimport -> pccm -> cumm -> spconv: 31.5 s one after
+    another on the H100) is checked side by side. Used only when each dependency is then
+    published from that very wheel (``_try_team``); None: the usual order decides."""
+    names = {p.name for p in ctx.plan.packages}
+    if pkg.skip or any(d not in names for d in pkg.recipe.depends):
+        return None
+    log = pkg.work / "team-ahead.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("checked beside its dependencies\n")
+    got = {name: _download_team(ctx, name, dest, log) for name, dest in
+           [(pkg.name, _team_staging(ctx, pkg)),
+            *((d, pkg.work / "team-deps" / d) for d in pkg.recipe.depends)]}
+    if any(isinstance(w, str) for w in got.values()):
+        return None
+    wheel = got.pop(pkg.name)
+    deps = {dep: sha256_of(w) for dep, w in got.items()}
+    for dep, w in got.items():
+        runner.note(log, f"with {dep}'s team wheel {w.name} (sha256 {deps[dep][:12]}) in "
+                    "its overlay")
+    try:
+        actions.deps(ctx, pkg, None, log, wheels=got)
+        checks, embedded = gate.verify(ctx, pkg, wheel, log, say_failure=False)
+    except CuforgeError as err:   # the usual order checks it again and says why
+        runner.note(log, f"not taken ahead: {err.summary}")
+        return None
+    return Ahead(Made(wheel, Status.PREBUILT, checks, embedded, team=ctx.req.team_wheels),
+                 deps, log)
+
+
+def _same_dependencies(ctx: BuildContext, ahead: Ahead) -> bool:
+    latest = ctx.house.latest()
+    return all((entry := latest.get(dep)) is not None and entry.wheel_sha256 == sha
+               for dep, sha in ahead.deps.items())
 
 
 def _without_cache(pkg: PackagePlan) -> tuple[Action, ...]:
