@@ -156,9 +156,10 @@ class ActiveCache:
 
     @property
     def across_clones(self) -> bool:
-        """Storage other clones read (redis, dist, a named directory or build dir): their
-        command lines must match, so no build's own paths may be on them (no path maps)."""
-        return self.config.kind in ("remote", "dist", "dir") or bool(self.config.build_dir)
+        """Storage other clones read (redis, dist, a named directory): their command lines
+        must match, so no build's own paths may be on them (no path maps). A build dir of its
+        own is no such storage: a local cache keeps the maps."""
+        return self.config.kind in ("remote", "dist", "dir")
 
 
 @dataclass
