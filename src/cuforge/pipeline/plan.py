@@ -301,9 +301,10 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
                                                    recipe, req.scheduler)
         job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
                        req.verbose, project.root / "native" / "cmake", defines, cache,
-                       slot_script, None if cache and cache.across_clones else
-                       path_maps(work, recipe.name, project=project.root,
-                                 site_packages=env.info.site_packages, toolkit=env.toolkit.root))
+                       slot_script, None if cache and cache.across_clones or env.target.emulated
+                       else path_maps(work, recipe.name, project=project.root,
+                                      site_packages=env.info.site_packages,
+                                      toolkit=env.toolkit.root))
         built = builder.steps(job)
         actions += _with_cmake_seed(builder, job, _run_all(built))
         uncached = dict(zip(built, builder.steps(replace(job, cache=None)))) if cache else {}
