@@ -25,6 +25,7 @@ from cuforge.env.checkoutreqs import (CheckoutRequirement, IndexOptions,  # noqa
                                       RequirementsOutcome, constraints, install,
                                       parse_requirements_file)
 from cuforge.config.combos import select_combo, with_overrides  # noqa: E402
+from cuforge.config.stacks import load_stack  # noqa: E402
 from cuforge.core.errors import ConfigError, ToolchainError  # noqa: E402
 from cuforge.core.project import find_project  # noqa: E402
 from cuforge.env.target import resolve  # noqa: E402
@@ -251,7 +252,7 @@ def test_a_torch_seen_through_the_pth_satisfies_requirements_that_need_it(
                     python="%d.%d" % sys.version_info[:2])      # the interpreter's Python here
     req = decision.SetupRequest("milo", checkout, venv_dir, combo,
                                 index=IndexOptions((links,), no_index=True))
-    p = decision.decide(project, req, resolve(project, combo))
+    p = decision.decide(project, req, resolve(project, combo), load_stack(project, "milo"))
     held = constraints([("torch", installs.dist_version(python, "torch"))])
     missing = installs.install_checkout_requirements(python, p, req, held,
                                                      Console(quiet=True)).missing

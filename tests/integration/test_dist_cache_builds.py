@@ -116,7 +116,7 @@ token = "server-secret"
 
     def _wait(self, ready, what: str) -> None:
         deadline = time.monotonic() + 30
-        while not ready(probe.__wrapped__(self.url, TOKEN)):
+        while not ready(probe(self.url, TOKEN)):
             assert time.monotonic() < deadline, what + ": " + self.log("scheduler")
             time.sleep(0.3)
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cuforge.config.combos import select_combo, with_overrides
+from cuforge.pipeline.compiler_cache import decide
 from cuforge.pipeline.request import BuildRequest
 from cuforge.pipeline.plan import job_shares, make_plan
 from cuforge.env.target import resolve
@@ -18,6 +19,7 @@ from cuforge.env.torchinfo import TorchInfo
 from cuforge.env.venv import ComboEnv
 
 ROOT = Path(__file__).resolve().parents[2]
+LOGS = Path("/nonexistent/logs")   # planning writes nothing there
 
 
 def _setup(tmp_path: Path, arches: str = "12.0;12.1+PTX"):
@@ -44,8 +46,11 @@ def _setup(tmp_path: Path, arches: str = "12.0;12.1+PTX"):
 
 
 def _plan(project, combo, env, jobs=2):
-    req = BuildRequest(combo=combo, jobs=jobs, packages=("b",))
-    return make_plan(project, req, env, build_order(load_recipes(project), ["b"]))
+    # the cache as the CLI decides it (envs/cache.toml, $CUFORGE_CACHE, $CUFORGE_BUILD_DIR)
+    req = BuildRequest(combo=combo, jobs=jobs, packages=("b",),
+                       cache=decide(project.envs_dir, combo_spec=combo.cache))
+    return make_plan(project, req, env, build_order(load_recipes(project), ["b"]),
+                     log_dir=LOGS)
 
 
 def test_plan_is_deterministic_and_jobs_are_not_an_input(tmp_path):
@@ -124,7 +129,8 @@ def test_a_prebuilt_package_gets_its_dependencies_before_verification(tmp_path):
         'kind = "prebuilt"\ndepends = ["a"]\n[prebuilt]\nrequirements = ["c==1.0"]\n'
         'sha256 = ["' + "0" * 64 + '"]\n')
     req = BuildRequest(combo=combo, jobs=2, packages=("c",))
-    c = make_plan(project, req, env, build_order(load_recipes(project), ["c"])).package("c")
+    c = make_plan(project, req, env, build_order(load_recipes(project), ["c"]),
+                  log_dir=LOGS).package("c")
     kinds = [a.kind for a in c.actions]
     assert "deps" in kinds and kinds.index("deps") < kinds.index("verify")
 
@@ -166,7 +172,8 @@ def test_packages_built_together_share_compile_slots_and_keep_their_keys(tmp_pat
     project, combo, env = _setup(tmp_path)
     pooled = _plan(project, combo, env, jobs=8)
     req = BuildRequest(combo=combo, jobs=8, packages=("b",), one_at_a_time=True)
-    serial = make_plan(project, req, env, build_order(load_recipes(project), ["b"]))
+    serial = make_plan(project, req, env, build_order(load_recipes(project), ["b"]),
+                     log_dir=LOGS)
     assert pooled.pooled and not serial.pooled
     # each may start the whole budget of compilers: the slots, not shares, hold the budget
     assert [p.jobs for p in pooled.packages] == [8, 8]
@@ -194,7 +201,7 @@ def _memory_hungry(tmp_path, arches: str):
 def _plan_alone(project, combo, env, jobs: int):
     """Package a alone, planned with ``jobs``."""
     return make_plan(project, BuildRequest(combo=combo, jobs=jobs, packages=("a",)), env,
-                     build_order(load_recipes(project), ["a"])).package("a")
+                     build_order(load_recipes(project), ["a"]), log_dir=LOGS).package("a")
 
 
 def test_a_memory_hungry_package_gets_the_jobs_that_fit(tmp_path, monkeypatch):

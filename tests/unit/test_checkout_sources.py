@@ -91,7 +91,7 @@ def _checkout_plan(tmp_path: Path):
     def plan(source: UserCheckout | None):
         req = BuildRequest(combo=combo, jobs=2, packages=("b",), checkout=source)
         order = with_checkout(build_order(load_recipes(project), ["b"]), source)
-        return make_plan(project, req, env, order).package("b")
+        return make_plan(project, req, env, order, log_dir=tmp_path / "logs").package("b")
     return plan, mine, checkout
 
 

@@ -162,9 +162,9 @@ def test_cmake_launchers_are_always_on_the_command_line(tmp_path):
 def _planned(tmp_path: Path, spec: str, append_gencode: bool = False):
     from types import SimpleNamespace as NS
     project = NS(envs_dir=tmp_path / "envs", state_dir=tmp_path / "state", root=tmp_path)
-    combo = NS(cache=spec, env_id="e")
+    combo = NS(env_id="e")
     recipe = NS(name="p", arches=NS(append_gencode=append_gencode))
-    return cc.plan_for(project, combo, "", recipe)
+    return cc.plan_for(project, combo, cc.CacheConfig(spec), recipe, tmp_path / "logs")
 
 
 def test_plan_says_why_a_package_has_no_cache(tmp_path):

@@ -80,7 +80,7 @@ def test_client_config_is_owner_only_and_names_the_scheduler(tmp_path, monkeypat
 
 
 def test_a_scheduler_nobody_runs_is_down():
-    got = dc.probe.__wrapped__("http://127.0.0.1:9", "t", timeout=1)
+    got = dc.probe("http://127.0.0.1:9", "t", timeout=1)
     assert got.state == "down"
 
 

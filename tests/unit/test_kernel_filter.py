@@ -52,7 +52,8 @@ def _setup(tmp_path: Path, arches: str):
 
 def _package(project, combo, env, kernels=None):
     req = BuildRequest(combo=combo, jobs=2, packages=("k",), kernels=kernels)
-    return make_plan(project, req, env, build_order(load_recipes(project), ["k"])).package("k")
+    return make_plan(project, req, env, build_order(load_recipes(project), ["k"]),
+                     log_dir=project.state_dir / "logs").package("k")
 
 
 @pytest.mark.parametrize("arches", ["9.0", "12.0", "12.1+PTX;12.0"])

@@ -88,10 +88,11 @@ def cmd_build(args) -> int:
     from cuforge.pipeline.executor import build
     from cuforge.pipeline.request import BuildRequest
     from cuforge.config.kernels import KernelSet
-    from cuforge.pipeline.compiler_cache import parse_spec
+    from cuforge.pipeline.compiler_cache import decide
     from cuforge.env.toolchain import default_jobs
     check_jobs(args.jobs)
     combo = _combo(args, arches=_arches(args), torch=args.torch)
+    project = _project(args)
     req = BuildRequest(
         combo=combo,
         packages=_only(args.only),
@@ -103,9 +104,10 @@ def cmd_build(args) -> int:
         skip_smoke=args.skip_smoke, rebuild=args.rebuild, upstream_tests=args.upstream_tests,
         stress=args.stress, sanitize=args.sanitize,
         one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
-        cache=parse_spec(args.cache, "--cache") if args.cache else "",
-        scheduler=args.scheduler, kernels=KernelSet.FULL if args.full_kernels else None)
-    outcome = build(_project(args), req, on_report=lambda r: jsonout.update(**r))
+        cache=decide(project.envs_dir, combo_spec=combo.cache, override=args.cache,
+                     scheduler=args.scheduler, say=err_console.print),
+        kernels=KernelSet.FULL if args.full_kernels else None)
+    outcome = build(project, req, on_report=lambda r: jsonout.update(**r))
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)
         err_console.print(f"[bold red]cuforge: failed:[/] {names}")

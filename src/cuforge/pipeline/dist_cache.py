@@ -27,7 +27,6 @@ import struct
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -38,7 +37,6 @@ TOKEN_ENV = "CUFORGE_DIST_TOKEN"
 SCHEDULER_ENV = "CUFORGE_DIST_SCHEDULER"
 PROBE_TIMEOUT_S = 3.0
 KEYS = ("scheduler", "token_env", "token_file", "toolchain_cache_size")
-_asked: dict[str, "SchedulerProbe"] = {}   # schedulers this process has asked (and said so)
 
 
 @dataclass(frozen=True)
@@ -128,9 +126,8 @@ def token(settings: DistSettings) -> str:
                       "or set [cache.dist] token_file in envs/cache.toml")
 
 
-@lru_cache(maxsize=None)
 def probe(scheduler: str, client_token: str, timeout: float = PROBE_TIMEOUT_S) -> SchedulerProbe:
-    """Ask the scheduler once per process: its status (build servers, cores), then whether it
+    """Ask the scheduler its status (build servers, cores), then whether it
     takes the token. The token check posts an empty job request: the scheduler checks the
     bearer token before it reads the body, so a good token gets 400 (no job) and a bad one 401,
     and no job is ever made."""
@@ -157,13 +154,10 @@ def probe(scheduler: str, client_token: str, timeout: float = PROBE_TIMEOUT_S) -
 
 
 def check(settings: DistSettings, say=print) -> SchedulerProbe:
-    """The scheduler before a build: refused → ``ConfigError``; down → one warning (the build
+    """The scheduler before a build (asked once, when the build's cache is decided:
+    ``compiler_cache.decide``): refused → ``ConfigError``; down → one warning (the build
     compiles locally); up → one line with its build servers."""
-    if settings.scheduler in _asked:   # once per run: every package's plan asks
-        return _asked[settings.scheduler]
     got = probe(settings.scheduler, token(settings))
-    if got.state != "refused":
-        _asked[settings.scheduler] = got
     if got.state == "refused":
         raise ConfigError(f"sccache-dist scheduler {settings.scheduler} refused the client token "
                           f"({got.why}; from {_token_source(settings)})",

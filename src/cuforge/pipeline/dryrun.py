@@ -4,6 +4,8 @@ built or written. Lines that are not comments are the commands, in order."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cuforge.pipeline import sources
 from cuforge.env import venv
 from cuforge.core.console import QuietPipeConsole, duration
@@ -14,11 +16,11 @@ from cuforge.pipeline.request import BuildRequest
 from cuforge.publish.wheelhouse import Wheelhouse
 
 
-def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> dict:
+def dry_run(project: Project, req: BuildRequest, order: list[Recipe], log_dir: Path) -> dict:
     """Print the plan a build of ``order`` would run; build nothing, write nothing. The env is
     read as the build would find it (``venv.inspect``), so the wheel dir and keys printed are
     the build's; a venv not created yet is predicted (``venv.predicted``). Returns the plan as
-    data (``build --dry-run --json``)."""
+    data (``build --dry-run --json``). ``log_dir``: the build's, named in its commands."""
     combo, target = req.combo, req.target
     out = QuietPipeConsole(highlight=False, soft_wrap=True)
     out.print(f"# dry run: combo {combo.id}, torch {combo.torch}, CUDA {combo.accel.cuda}, "
@@ -39,7 +41,7 @@ def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> dict:
         out.print(f"# interpreter {env.python}: torch {env.info.torch_full}"
                   + (f" (not the combo's {combo.torch}: its own decides)"
                      if env.combo.torch != combo.torch else ""))
-    plan = make_plan(project, req, env, order)
+    plan = make_plan(project, req, env, order, log_dir=log_dir)
     out.print(f"# wheel dir: {plan.wheel_dir}")
     how = (f"each may start {plan.jobs} compilers, and {plan.jobs} compile slots "
            "($CUFORGE_SLOTS, a FIFO made when the build starts) keep the machine at the budget"

@@ -74,25 +74,25 @@ def build(project: Project, req: BuildRequest,
                                req.src_overrides)
     order = with_checkout(order, req.checkout, keep=(n for n, _ in req.src_overrides))
     check_build(project, req)   # what the dry run refuses too, before anything is written
+    log_dir = project.state_dir / "logs" / req.combo.env_id   # the env's, the packages', sccache's
     if req.dry_run:
         from cuforge.pipeline.dryrun import dry_run
-        report(dry_run(project, req, order))
+        report(dry_run(project, req, order, log_dir))
         return BuildOutcome()
-    log_dir = project.state_dir / "logs" / req.combo.env_id
     log_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     preparing = f"{req.combo.id}: preparing the environment (log: {log_dir / 'env.log'})"
     with timed(lambda: preparing,
                spinner=f"[bold]{escape(req.combo.id)}[/]: preparing the environment"):
         env = venv.prepare(project.state_dir, req.combo, req.target, log=log_dir / "env.log",
-                           verbose=req.verbose)
+                           verbose=req.verbose, interpreter=req.interpreter)
     combo = env.combo   # an interpreter's own torch decides (venv): so does the dry run's
     how = "reused" if env.reused else "created"
     console.print(f"[bold]{combo.id}[/]: env {how} in {time.monotonic() - t0:.1f} s "
                   f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
                   f"{env.toolkit.root})")
     with timed(lambda: f"{combo.id}: planning"):
-        build_plan = make_plan(project, req, env, order)
+        build_plan = make_plan(project, req, env, order, log_dir=log_dir)
     executor = Executor(project, req, env, build_plan, log_dir, frozenset(recipes))
     try:
         with slots.pool(project.state_dir, build_plan.jobs) if build_plan.pooled else nullcontext():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from cuforge.config.combos import Combo
@@ -128,15 +129,13 @@ def verify(ctx: BuildContext, pkg: PackagePlan, wheel: Path, log: Path, *,
            say_failure: bool = True) -> tuple[dict[str, CheckResult], dict[str, list[str]]]:
     """The wheel's runtime requirements installed and every check run; its results and the
     arches it embeds, or a VerifyError naming the failed checks."""
-    from cuforge.verify import context_from, verify_wheel   # the verification layer
+    from cuforge.verify import verify_wheel   # the verification layer
     install_runtime_requirements(ctx, wheel, log)
     recipe = pkg.recipe
     archs = pkg.archs if recipe.arches.device_code and not (
         not recipe.kind.compiles and not recipe.arches.supported) else None
-    checking = context_from(ctx.env.info, archs, ctx.run_env,
-                            no_device=ctx.env.target.no_device, sysroot=ctx.env.target.sysroot)
     with timed_check(ctx):
-        report = verify_wheel(wheel, checking, **smoke(ctx, recipe),
+        report = verify_wheel(wheel, replace(ctx.checking, requested=archs), **smoke(ctx, recipe),
                               modules=list(recipe.modules),
                               dependency_paths=dependency_paths(pkg))
     log_report(log, report)

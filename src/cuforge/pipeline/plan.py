@@ -133,16 +133,18 @@ def wheel_dir(project: Project, combo: Combo) -> Path:
     return combo.wheel_dir(project.wheelhouse)
 
 
-def work_dir(project: Project, combo: Combo, recipe: Recipe) -> Path:
+def work_dir(project: Project, req: BuildRequest, combo: Combo, recipe: Recipe) -> Path:
     """Where ``recipe`` is fetched, patched and compiled: under the state dir, or under the
-    configured shared ``build_dir`` (one path for every clone: see compiler_cache)."""
-    shared = compiler_cache.load_config(project.envs_dir, combo_spec=combo.cache).build_dir
+    build's shared ``build_dir`` (one path for every clone: see compiler_cache)."""
+    shared = req.cache.build_dir
     root = Path(shared) if shared else project.state_dir / "work"
     return root / combo.env_id / recipe.name
 
 
-def make_plan(project: Project, req: BuildRequest, env, order: list[Recipe]) -> Plan:
-    """The plan for ``order`` (dependencies first) in the combo env ``env``."""
+def make_plan(project: Project, req: BuildRequest, env, order: list[Recipe], *,
+              log_dir: Path) -> Plan:
+    """The plan for ``order`` (dependencies first) in the combo env ``env``; ``log_dir``: where
+    the build's logs go (the executor's choice: sccache's error log goes beside them)."""
     combo = env.combo
     slot_script = slots_launcher(project, order, req)
     pooled = slot_script is not None
@@ -153,7 +155,7 @@ def make_plan(project: Project, req: BuildRequest, env, order: list[Recipe]) -> 
     planned: dict[str, PackagePlan] = {}
     for recipe in order:
         planned[recipe.name] = _package_plan(project, req, env, recipe, shares[recipe.name],
-                                             planned, slot_script, memory)
+                                             planned, log_dir, slot_script, memory)
     return Plan(combo, req.jobs, wheel_dir(project, combo), tuple(planned.values()), pooled)
 
 
@@ -229,7 +231,8 @@ class MemoryBudget:
 
 
 def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs: int,
-                  planned: dict[str, PackagePlan], slot_script: Path | None = None,
+                  planned: dict[str, PackagePlan], log_dir: Path,
+                  slot_script: Path | None = None,
                   memory: MemoryBudget | None = None) -> PackagePlan:
     combo = env.combo
     mapped = package_arches(recipe, combo, req)
@@ -237,7 +240,7 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
     jobs, threads, jobs_note = (memory.jobs_for(recipe, archs, jobs) if memory
                                 else (jobs, None, ""))
     policy = effective_policy(recipe, combo, req)
-    work = work_dir(project, combo, recipe)
+    work = work_dir(project, req, combo, recipe)
     skip = ""
     if mapped is not None and len(mapped) == 0:
         skip = (f"none of the requested arches {combo.arches} has kernels in {recipe.name} "
@@ -297,8 +300,7 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
                 description=f"build requirements of {recipe.name}"), shares_env=True))
         actions += _deps(recipe, work)
         actions.append(_clean(work / "dist"))
-        cache, cache_off = compiler_cache.plan_for(project, combo, req.cache,
-                                                   recipe, req.scheduler)
+        cache, cache_off = compiler_cache.plan_for(project, combo, req.cache, recipe, log_dir)
         job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
                        req.verbose, project.root / "native" / "cmake", defines, cache,
                        slot_script, None if cache and cache.across_clones or env.target.emulated

@@ -11,6 +11,8 @@ from cuforge.config.checkout import UserCheckout
 from cuforge.config.combos import Combo
 from cuforge.config.kernels import KernelSet
 from cuforge.env.target import Target
+from cuforge.env.torchinfo import TorchInfo
+from cuforge.pipeline.compiler_cache import CacheConfig
 
 
 @dataclass(frozen=True)
@@ -30,14 +32,18 @@ class BuildRequest:
     skip_smoke: bool = False
     rebuild: bool = False          # rebuild packages whose wheel is up to date
     one_at_a_time: bool = False    # packages one after another, each with every job
-    cache: str = ""                # compiler cache override: off | local | dist | <dir> | redis://...
-    scheduler: str = ""            # --scheduler URL: the sccache-dist scheduler (--cache dist)
+    # the compiler cache, decided by whoever makes the request (compiler_cache.decide: the
+    # CLI with --cache and --scheduler, setup); the default: local storage, nothing configured
+    cache: CacheConfig = CacheConfig()
     upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel
     stress: bool = False           # last stage: each recipe's [stress] on its wheel
     sanitize: bool = False         # ... short, under compute-sanitizer memcheck
     team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
     kernels: KernelSet | None = None   # --full-kernels: FULL; None: each recipe's [kernels].set
     target: Target | None = None   # decided by the caller already (setup); else by build()
+    # an interpreter combo's interpreter, probed by the caller already (setup, whose combo has
+    # its torch); else by the env's preparation (venv.prepare)
+    interpreter: TorchInfo | None = None
 
     def __post_init__(self) -> None:
         if self.arch_policy is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.text import Text
@@ -118,13 +119,14 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
     started, now = time.monotonic(), {"wheel": ""}
     beat = timed(lambda: f"verify: {now['wheel']}, wheel {len(reports) + 1} of {len(wheels)}")
     hosted = host.serving(env.python, env.target.step_env(), enabled=not env.target.emulated)
+    checking = context_from(env.info, None, env.target.step_env(),
+                            no_device=env.target.no_device, sysroot=env.target.sysroot)
     with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat, hosted:
         for wheel in wheels:
             now["wheel"] = wheel.name
             recipe = recipe_for(package_name(wheel), recipes)
             archs = combo.arches if arches_given else _requested_from_manifest(wheel) or combo.arches
-            ctx = context_from(env.info, archs, env.target.step_env(),
-                               no_device=env.target.no_device, sysroot=env.target.sysroot)
+            ctx = replace(checking, requested=archs)
             smoke = smoke_script(project, recipe) if recipe else None
             modules = list(recipe.modules) if recipe else None
             deps = dependency_roots(recipe, recipes, by_package, Path(tmp)) if recipe else []

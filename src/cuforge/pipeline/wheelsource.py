@@ -81,7 +81,7 @@ def _try_prebuilt(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
     """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
     passes every check that gates a prebuilt wheel (``verify.checklist.PREBUILT_GATE``).
     Else: why not."""
-    from cuforge.verify import context_from, verify_wheel
+    from cuforge.verify import verify_wheel
     try:
         for action in pkg.prebuilt:
             if action.kind is not ActionKind.GATE:
@@ -94,9 +94,7 @@ def _try_prebuilt(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
     except CuforgeError as err:
         return f"prebuilt {wheel.name}: its requirements do not install ({err})"
     with gate.timed_check(ctx):
-        report = verify_wheel(wheel, context_from(ctx.env.info, pkg.archs, ctx.run_env,
-                                                  no_device=ctx.env.target.no_device,
-                                                  sysroot=ctx.env.target.sysroot),
+        report = verify_wheel(wheel, replace(ctx.checking, requested=pkg.archs),
                               **gate.smoke(ctx, pkg.recipe),
                               modules=list(pkg.recipe.modules),
                               dependency_paths=gate.dependency_paths(pkg))

@@ -122,7 +122,7 @@ class WheelReport:
 
 @dataclass(frozen=True)
 class VerifyContext:
-    """What the checks compare a wheel against; build it with ``probe_context(python, arches)``.
+    """What the checks compare a wheel against; build it with ``cuforge.verify.context_from``.
 
     ``torch_cuda`` is torch's CUDA version (``"13.0"``; empty for a CPU-only torch).
     ``lib_dirs`` are where the .so files' dependencies live: torch/lib and the nvidia wheels'

@@ -3,7 +3,7 @@ stack's recipes in build order, what to build, what is missing, and which wheels
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
@@ -13,12 +13,15 @@ from cuforge.config.combos import Combo
 from cuforge.config.inputs import (check_checkout, check_jobs, check_src_overrides,
                                    check_team_wheels, check_venv_path)
 from cuforge.config.recipes import Recipe, build_order, load_recipes
-from cuforge.config.stacks import Stack, load_stack
+from cuforge.config.stacks import Stack
 from cuforge.env.target import Target
 from cuforge.core.errors import ConfigError, MissingWheelError
 from cuforge.core.project import Project
 from cuforge.env import venv
 from cuforge.env.checkoutreqs import CheckoutRequirement, IndexOptions, parse_requirements_file
+from cuforge.env.torchinfo import TorchInfo
+from cuforge.pipeline import compiler_cache
+from cuforge.pipeline.compiler_cache import CacheConfig
 from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
 from cuforge.publish.writable import check_wheelhouse
 
@@ -59,11 +62,17 @@ class Setup:
     # the checkout as a source: the packages it holds build from it (None: --pinned)
     checkout: UserCheckout | None = None
     wheelhouse_option: str = ""          # " --wheelhouse DIR" when the user gave one
+    cache: CacheConfig = CacheConfig()   # the compiler cache its build runs under
+    # an ``interpreter = ...`` combo's interpreter, probed once here: its torch is the combo's
+    # (``combo``), and the build takes these facts instead of asking again
+    interpreter: TorchInfo | None = None
 
 
-def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
+def decide(project: Project, req: SetupRequest, target: Target, stack: Stack,
+           say=print) -> Setup:
+    """What setup will do with ``stack`` (read once, by the caller); ``say``: the compiler
+    cache's line (a dist scheduler is asked here)."""
     from cuforge.pipeline.plan import wheel_dir
-    stack = load_stack(project, req.stack)
     recipes = load_recipes(project)
     unknown = [n for n in (*stack.packages, *stack.optional) if n not in recipes]
     if unknown:
@@ -71,10 +80,10 @@ def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
                           f"{', '.join(unknown)}", hint=f"fix `packages` in {stack.file}")
     order = build_order(recipes, [*stack.packages, *stack.optional])
     required = frozenset(r.name for r in build_order(recipes, list(stack.packages)))
-    combo = req.combo
+    combo, interpreter = req.combo, None
     if combo.interpreter:   # its torch decides the wheelhouse, as in a build
-        combo = replace(combo, torch=venv.check_interpreter(combo, target,
-                                                         remember=not req.dry_run).torch)
+        interpreter = venv.check_interpreter(combo, target, remember=not req.dry_run)
+        combo = venv.with_interpreter(combo, interpreter)
     house = Wheelhouse(wheel_dir(project, combo))
     latest = house.latest()
     missing = tuple(r.name for r in order if not usable(house, latest.get(r.name)))
@@ -85,8 +94,9 @@ def decide(project: Project, req: SetupRequest, target: Target) -> Setup:
     checkout = None if req.pinned or not stack.repo else UserCheckout(stack.repo, req.checkout)
     given = (f" --wheelhouse {project.wheel_root}"
              if project.wheelhouse_named_by == "--wheelhouse" else "")
+    cache = compiler_cache.decide(project.envs_dir, combo_spec=combo.cache, say=say)
     return Setup(stack, combo, tuple(order), to_build, missing, house, required, target,
-                 checkout, given)
+                 checkout, given, cache, interpreter)
 
 
 def usable(house: Wheelhouse, entry: Entry | None) -> bool:

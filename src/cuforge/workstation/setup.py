@@ -53,11 +53,12 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     started = time.monotonic()   # the summary's time is the user's: deciding included
     spent = Phases()
     with spent("deciding"):   # the combo interpreter's torch is asked here
+        stack = load_stack(project, req.stack)   # once: the checks and the decision read it
         # refused before anything is written, by the dry run as by the run
-        check_setup(project, req, load_stack(project, req.stack))
+        check_setup(project, req, stack)
         target = resolve(project, req.combo)   # once: the build and the venv read it
         target.require_usable()
-        p = decide(project, req, target)
+        p = decide(project, req, target, stack, say=out.print)
     if req.no_build:
         installable(p)   # a required wheel missing: say so before the venv is made
     elif p.checkout is not None:   # before any compiler runs; the dry run refuses it too
@@ -84,9 +85,8 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
         beside = (pool.submit(_venv_and_requirements, req, p, early, out, spent)
                   if p.to_build and early is not None else None)
         if p.to_build:
-            with spent("wheels"):
+            with spent("wheels"):   # what follows reads the wheelhouse as the build left it
                 spent.checks = _build(project, req, p, out)
-                p = decide(project, req, target)      # the wheelhouse changed
         if beside is not None:
             now["step"] = "installing the checkout's requirements (beside the wheels)"
             with spent("waiting for the requirements"):   # they took longer than the wheels
@@ -278,6 +278,7 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
     # keep going: an optional package's failure must not stop the others; --json: the
     # build's report goes under "build"
     outcome = build(project, BuildRequest(combo=p.combo, target=p.target,
+                                          interpreter=p.interpreter, cache=p.cache,
                                           packages=p.to_build, jobs=req.jobs,
                                           rebuild=req.rebuild, keep_going=True,
                                           src_overrides=req.src_overrides,
