@@ -14,7 +14,7 @@ from cuforge.pipeline import compiler_cache as cc
 from cuforge.pipeline.builders import cmake, setuptools
 from cuforge.core.runner import Step, run
 from cuforge.core.atomic import EXECUTABLE, write_atomic
-from cuforge.core.errors import ConfigError
+from cuforge.core.errors import BuildError, ConfigError
 
 
 def test_specs():
@@ -205,3 +205,23 @@ def test_a_port_in_use_is_not_given_to_a_server(tmp_path):
         with socket.socket() as check:
             check.bind(("127.0.0.1", other))     # free for the server
     assert cache_ports.server_port(tmp_path, "x", "a") == port   # free again: the package's own
+
+
+def test_a_build_sccache_failed_is_told_from_one_the_compiler_failed(tmp_path):
+    """Only what sccache logged since the build began counts: its panic is caught (the build
+    runs again without the cache), a compiler's error passes through."""
+    from dataclasses import replace
+    log = tmp_path / "p.sccache.log"
+    log.write_text("an earlier build's line:  ERROR  not this one's\n")
+    cache = replace(_active(tmp_path), env=(("SCCACHE_ERROR_LOG", str(log)),))
+    with cc.own_failure(cache) as sccache:
+        with log.open("a") as f:
+            f.write("thread 'main' panicked at src/compiler/nvcc.rs:1\n")
+        raise BuildError("simple-knn: the build failed")
+    assert sccache.why == "thread 'main' panicked at src/compiler/nvcc.rs:1"
+    with pytest.raises(BuildError, match="the compiler's"), cc.own_failure(cache) as sccache:
+        raise BuildError("the compiler's error")
+    assert sccache.why == ""
+    with cc.own_failure(None) as sccache:   # no cache: nothing raised, nothing to say
+        pass
+    assert sccache.why == ""

@@ -60,6 +60,32 @@ def listen(callback: Callable[[str], None]) -> Iterator[None]:
         _listener.reset(token)
 
 
+@contextmanager
+def package_commands(log: Path, *, holding: int | None = None,
+                     on_line: Callable[[str], None] | None = None,
+                     notes: Sequence[str] = ()) -> Iterator[None]:
+    """The commands one package's thread runs, as one scope: its ``log`` (``<package>.log``)
+    begun afresh with cuforge's ``notes``; each command keeps ``holding`` (the work dir's lock)
+    open in its supervisor, so the lock lasts until the last of them ended, after a kill of
+    cuforge too; each line they print also goes to ``on_line``; and a failure once an interrupt
+    stops them is ``Interrupted`` (a command stopped by it failed: no verdict to record)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"\n# {line}\n" for line in notes if line))   # as ``note`` writes
+    held = _held.set((*_held.get(), holding)) if holding is not None else None
+    listening = _listener.set(on_line) if on_line is not None else None
+    try:
+        yield
+    except CuforgeError as err:
+        if stopping():
+            raise Interrupted(f"{log.stem} was not finished") from err
+        raise
+    finally:
+        if listening is not None:
+            _listener.reset(listening)
+        if held is not None:
+            _held.reset(held)
+
+
 @dataclass(frozen=True)
 class Step:
     """A command to run: shown verbatim by ``--dry-run``."""

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from cuforge.core.errors import ConfigError
+from cuforge.core.errors import BuildError, ConfigError
 from cuforge.pipeline import dist_cache
 from cuforge.core import runner
 from cuforge.pipeline.cache_ports import server_port
@@ -237,16 +237,32 @@ def find_sccache() -> Path | None:
 _OWN_FAILURE = ("panicked at", " ERROR ")
 
 
-def error_log_size(cache: ActiveCache | None) -> int:
-    """Where this build's part of the sccache error log starts."""
-    path = _error_log(cache)
-    return path.stat().st_size if path and path.is_file() else 0
+@dataclass
+class OwnFailure:
+    """Whether sccache, not the compiler, failed a build: its first line about it ("": the
+    build passed, or the compiler failed it)."""
+
+    why: str = ""
 
 
-def failed_inside(cache: ActiveCache | None, since: int) -> str:
-    """The first line sccache logged about failing on its own account since ``since`` (a
-    panic, an error), or "" when a failed compile was the compiler's."""
+@contextmanager
+def own_failure(cache: ActiveCache | None) -> Iterator[OwnFailure]:
+    """The block's build under ``cache``: a BuildError that sccache caused on its own account
+    (a panic, an error in its log since the block began) is caught and its line kept in
+    ``why``, so the build can run again without the cache (a cache must never fail a build);
+    the compiler's own failure passes through."""
     path = _error_log(cache)
+    since = path.stat().st_size if path and path.is_file() else 0
+    failure = OwnFailure()
+    try:
+        yield failure
+    except BuildError:
+        failure.why = _own_line(path, since)
+        if not failure.why:
+            raise
+
+
+def _own_line(path: Path | None, since: int) -> str:
     if not path or not path.is_file():
         return ""
     with path.open("rb") as f:

@@ -60,10 +60,9 @@ class BuildContext:
 def open_context(project: Project, req: BuildRequest, env: ComboEnv, plan: Plan,
                  log_dir: Path, recipe_names: frozenset[str], progress: Progress
                  ) -> BuildContext:
-    """The build's context; the wheelhouse first finishes or undoes a publish that a killed
-    run left half-done."""
-    house = Wheelhouse(plan.wheel_dir, project.wheelhouse_named_by)
-    house.recover()
+    """The build's context; its wheelhouse opened (a publish a killed run left half-done is
+    finished or undone first)."""
+    house = Wheelhouse.open(plan.wheel_dir, project.wheelhouse_named_by)
     side_by_side = plan.pooled or sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
     run_env = env.target.step_env()
     checking = context_from(env.info, None, run_env, no_device=env.target.no_device,

@@ -27,7 +27,6 @@ from cuforge.env.target import resolve
 from cuforge.core import runner
 from cuforge.core.console import (BuildProgress, duration, heartbeat, live_progress,
                                   make_console, progress_lines, timed)
-from cuforge.core.runner import listen
 from cuforge.core.errors import CuforgeError
 from cuforge.core.project import Project
 from cuforge.env import venv
@@ -279,7 +278,8 @@ class Executor:
                                if (got := f.result()))
 
     def _ahead_in_work_dir(self, pkg: PackagePlan):
-        with work_lock(pkg.work, lambda text: console.print(escape(text))), \
+        with work_lock(pkg.work, lambda text: console.print(escape(text))) as lock, \
+                runner.hold(lock) if lock is not None else nullcontext(), \
                 BuildProgress(pkg.name, console, "checking the team's wheel",
                               shared=self.ctx.progress):
             return wheelsource.check_ahead(self.ctx, pkg)
@@ -296,30 +296,26 @@ class Executor:
             console.print(f"[yellow]skipped[/] {pkg.name}: {pkg.skip}")
             return _record_skip(self.ctx.house, self.plan.combo, pkg.recipe, pkg.skip)
         # the work dir is ours from fetch to publish (the wheel is copied out of it)
-        with work_lock(pkg.work, lambda text: console.print(escape(text))):
-            return self._build_and_publish(pkg)
+        with work_lock(pkg.work, lambda text: console.print(escape(text))) as lock:
+            return self._build_and_publish(pkg, lock)
 
-    def _build_and_publish(self, pkg: PackagePlan) -> Entry:
-        """A verified wheel from one of its sources (``wheelsource``), published by the gate;
-        a failure is its one FAILED line (the build stops after the others, unless
-        --keep-going)."""
+    def _build_and_publish(self, pkg: PackagePlan, lock: int | None) -> Entry:
+        """A verified wheel from one of its sources (``wheelsource``), its commands holding the
+        work dir's ``lock``, published by the gate; a failure is its one FAILED line (the
+        build stops after the others, unless --keep-going)."""
         ctx = self.ctx
         log = ctx.log_dir / f"{pkg.name}.log"
-        log.write_text("")
-        if pkg.jobs_note:
-            runner.note(log, pkg.jobs_note)
         started = time.monotonic()
         last = ctx.house.last_build(pkg.name)   # read before this build adds its own line
         try:
             with BuildProgress(pkg.name, console, f"building for {pkg.archs} (log: {log})",
                                shared=ctx.progress,
                                last=last.build_seconds if last else None) as progress, \
-                    listen(progress.on_line):
+                    runner.package_commands(log, holding=lock, on_line=progress.on_line,
+                                            notes=[pkg.jobs_note]):
                 progress.announce()
                 made = wheelsource.wheel_for(ctx, pkg, log, progress.say)
-        except CuforgeError as err:
-            if runner.stopping():   # a command stopped by the interrupt: no verdict to record
-                raise runner.Interrupted(f"{pkg.name} was not finished") from err
+        except CuforgeError as err:   # an interrupt's is not one (package_commands)
             entry = ctx.house.publish(None, gate.failed_entry(self.plan.combo, pkg.recipe,
                                                               str(err), log, started))
             if not ctx.req.keep_going:
@@ -348,9 +344,11 @@ def _names(plan: Plan) -> set[str]:
 
 
 @contextmanager
-def work_lock(work: Path, say) -> Iterator[None]:
+def work_lock(work: Path, say) -> Iterator[int | None]:
     """One build at a time in a package's work dir: two cuforge runs, or two clones sharing a
-    ``build_dir``, wait for each other instead of compiling into the same tree."""
+    ``build_dir``, wait for each other instead of compiling into the same tree. Yields the
+    lock's file descriptor (None where filelock does not say it), for the commands run in the
+    dir to hold (``runner.package_commands``, ``runner.hold``)."""
     work.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(work) + ".lock")
     try:
@@ -362,9 +360,7 @@ def work_lock(work: Path, say) -> Iterator[None]:
     try:
         # every command's supervisor keeps the lock's file open: after a kill of cuforge the
         # lock lasts until its last compiler is gone, so a new build never runs beside them
-        fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
-        with runner.hold(fd) if fd is not None else nullcontext():
-            yield
+        yield getattr(getattr(lock, "_context", None), "lock_file_fd", None)
     finally:
         lock.release()
 

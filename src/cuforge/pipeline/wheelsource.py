@@ -46,17 +46,13 @@ def wheel_for(ctx: BuildContext, pkg: PackagePlan, log: Path, say) -> Made:
             return got
         note = got
         console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(note)}; compiling instead")
-    since = compiler_cache.error_log_size(pkg.cache)
-    try:
+    with compiler_cache.own_failure(pkg.cache) as sccache:
         _build_from_source(ctx, pkg, pkg.cache, log, say)
-    except BuildError:
-        why = compiler_cache.failed_inside(pkg.cache, since)
-        if not why:
-            raise
-        console.print(f"[yellow]warning[/]: {escape(pkg.name)}: sccache failed ({escape(why)});"
-                      " building again without the compiler cache")
+    if sccache.why:   # sccache failed, not the compiler: the build again without it
+        console.print(f"[yellow]warning[/]: {escape(pkg.name)}: sccache failed "
+                      f"({escape(sccache.why)}); building again without the compiler cache")
         _build_from_source(ctx, replace(pkg, actions=_without_cache(pkg)), None, log, say,
-                           why_off=f"sccache failed ({why}); built without it")
+                           why_off=f"sccache failed ({sccache.why}); built without it")
     wheel = _single_wheel(pkg.work / "dist", pkg.recipe)
     say("verifying")
     checks, embedded = gate.verify(ctx, pkg, wheel, log)

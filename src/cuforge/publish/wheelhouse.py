@@ -101,6 +101,14 @@ class Wheelhouse:
         self.dir = directory
         self.named_by = named_by   # --wheelhouse, CUFORGE_WHEELHOUSE, "": what an error names
 
+    @classmethod
+    def open(cls, directory: Path, named_by: str = "") -> Wheelhouse:
+        """The wheelhouse a build reads and publishes into, once what a killed publish left
+        half-done is finished or undone (``recover``): its entries are then the whole truth."""
+        house = cls(directory, named_by)
+        house.recover()
+        return house
+
     @property
     def lock(self) -> FileLock:
         self.dir.mkdir(parents=True, exist_ok=True)
