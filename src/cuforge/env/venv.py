@@ -256,7 +256,8 @@ def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
              assemble: bool = True, state_dir: Path, overlay: bool = True) -> Toolkit:
     """The env's toolkit; without ``assemble``, where it is (or will be) and its version, with
     nothing written (``--dry-run``). The accel's CCCL overlay (env/cccl.py) comes first on its
-    include path."""
+    include path; the CCCL version a compile then sees (torch's nvidia headers after the
+    toolkit's) is decided here, once per env."""
     run_env = dict(target.step_env())   # the env's own nvcc is the target's program
     if target.toolkit is ToolkitSource.SYSTEM:
         toolkit = find_system_toolkit(combo.accel.cuda)
@@ -276,7 +277,8 @@ def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
         inc = (cccl.ensure_overlay(state_dir, spec, info.python) if assemble and overlay else
                cccl.overlay_include(cccl.overlay_dir(state_dir, spec)))
         toolkit = replace(toolkit, include_dirs=(inc, *toolkit.include_dirs))
-    return replace(toolkit, host=host)
+    return replace(toolkit, host=host,
+                   cccl=cccl.version_in([*toolkit.include_dirs, *info.nvidia_include]))
 
 
 def _check_torch(info: TorchInfo, combo: Combo, *, exact_torch: bool = True) -> None:

@@ -155,7 +155,7 @@ def probe(scheduler: str, client_token: str, timeout: float = PROBE_TIMEOUT_S) -
 
 def check(settings: DistSettings, say=print) -> SchedulerProbe:
     """The scheduler before a build (asked once, when the build's cache is decided:
-    ``compiler_cache.decide``): refused → ``ConfigError``; down → one warning (the build
+    ``cache_config.decide``): refused → ``ConfigError``; down → one warning (the build
     compiles locally); up → one line with its build servers."""
     got = probe(settings.scheduler, token(settings))
     if got.state == "refused":

@@ -229,8 +229,8 @@ class Executor:
                               and results[d].status in (Status.FAILED, Status.SKIPPED)]
                     if broken:
                         pending.remove(pkg)
-                        results[pkg.name] = _record_skip(
-                            ctx.house, self.plan.combo, pkg.recipe,
+                        results[pkg.name] = _record(
+                            ctx.house, self.plan.combo, pkg.recipe, Status.SKIPPED,
                             f"dependency {', '.join(broken)} failed")
                         continue
                     if any(d not in results for d in deps):
@@ -294,7 +294,8 @@ class Executor:
     def _package(self, pkg: PackagePlan) -> Entry:
         if pkg.skip:
             console.print(f"[yellow]skipped[/] {pkg.name}: {pkg.skip}")
-            return _record_skip(self.ctx.house, self.plan.combo, pkg.recipe, pkg.skip)
+            return _record(self.ctx.house, self.plan.combo, pkg.recipe, Status.SKIPPED,
+                           pkg.skip)
         # the work dir is ours from fetch to publish (the wheel is copied out of it)
         with work_lock(pkg.work, lambda text: console.print(escape(text))) as lock:
             return self._build_and_publish(pkg, lock)
@@ -316,8 +317,8 @@ class Executor:
                 progress.announce()
                 made = wheelsource.wheel_for(ctx, pkg, log, progress.say)
         except CuforgeError as err:   # an interrupt's is not one (package_commands)
-            entry = ctx.house.publish(None, gate.failed_entry(self.plan.combo, pkg.recipe,
-                                                              str(err), log, started))
+            entry = _record(ctx.house, self.plan.combo, pkg.recipe, Status.FAILED, str(err),
+                            log=str(log), build_seconds=round(time.monotonic() - started, 1))
             if not ctx.req.keep_going:
                 raise
             console.print(f"[red]FAILED[/] {escape(pkg.name)}: {escape(str(err))}")
@@ -365,7 +366,12 @@ def work_lock(work: Path, say) -> Iterator[int | None]:
         lock.release()
 
 
-def _record_skip(house: Wheelhouse, combo: Combo, recipe: Recipe, reason: str) -> Entry:
-    return house.publish(None, Entry(package=recipe.name, status=Status.SKIPPED, reason=reason,
+def _record(house: Wheelhouse, combo: Combo, recipe: Recipe, status: Status, reason: str,
+            **more) -> Entry:
+    """A package without a wheel this time, published as its one manifest line: skipped, or
+    FAILED (``more``: its log and time), and why (the first line of it)."""
+    return house.publish(None, Entry(package=recipe.name, status=status,
+                                     reason=reason.splitlines()[0] if reason else "",
                                      source=recipe.source.describe(), torch=combo.torch,
-                                     python=combo.python, arches_requested=combo.arches.torch()))
+                                     python=combo.python, arches_requested=combo.arches.torch(),
+                                     **more))

@@ -1,8 +1,8 @@
 """The verification gate and what is published: a wheel is installed with its runtime
 requirements and verified (``cuforge.verify``) before anything is published; a verified wheel
 gets its pins written in (``publish.wheelmeta``), its manifest entry (how it came to be, its
-checks, the arches it embeds, the plan's key) and is published; a failure is recorded as one
-``FAILED`` line. Each step is a function of the build's context
+checks, the arches it embeds, the plan's key) and is published (a package without a wheel,
+skipped or FAILED, is the executor's one line). Each step is a function of the build's context
 (``pipeline.context.BuildContext``)."""
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from cuforge.config.combos import Combo
 from cuforge.config.recipes import Recipe
 from cuforge.core import runner
 from cuforge.core.console import BuildProgress, make_console
-from cuforge.core.digest import sha256_of
 from cuforge.core.errors import BuildError, VerifyError
 from cuforge.core.runner import run
-from cuforge.env import builddeps, cccl
+from cuforge.env import builddeps
 from cuforge.pipeline import sources
 from cuforge.pipeline.builders import pep517
 from cuforge.pipeline.context import BuildContext
@@ -49,10 +47,9 @@ def publish(ctx: BuildContext, pkg: PackagePlan, made: Made, log: Path, started:
                                     compiled=how is Status.COMPILED)
     seconds = round(time.monotonic() - started, 1)
     recipe = pkg.recipe
-    entry = Entry(
-        package=recipe.name, status=how, version=_wheel_version(wheel),
-        upstream_wheel=upstream, requires=wheel_requirements(wheel),
-        wheel=wheel.name, wheel_sha256=sha256_of(wheel),
+    entry = Entry(   # the wheel's file name, version and digest: the wheelhouse reads them
+        package=recipe.name, status=how, upstream_wheel=upstream,
+        requires=wheel_requirements(wheel),
         source=(f"team {made.team}: {upstream}" if made.team else
                 describe_sources(recipe) if how is Status.COMPILED else
                 " ".join(recipe.prebuilt)),
@@ -67,11 +64,10 @@ def publish(ctx: BuildContext, pkg: PackagePlan, made: Made, log: Path, started:
         compiler_cache=ctx.state.cache_reports[pkg.name].as_dict()
         if how is Status.COMPILED else {},
         runtime_installed=ctx.state.runtime.get(upstream, []),   # keyed before pinning
-        cccl=cccl.version_in([*ctx.env.toolkit.include_dirs, *ctx.env.info.nvidia_include])
-        if how is Status.COMPILED else "")
+        cccl=ctx.env.toolkit.cccl if how is Status.COMPILED else "")
     if runner.stopping():   # interrupted while this thread verified: publish nothing
         raise BuildError(f"{recipe.name}: interrupted before it was published")
-    ctx.house.publish(wheel, entry)
+    entry = ctx.house.publish(wheel, entry)
     console.print(f"[green]{how}[/] {wheel.name} in {seconds:.1f} s "
                   f"(sass {' '.join(embedded.get('sass', [])) or '-'}; "
                   f"ptx {' '.join(embedded.get('ptx', [])) or '-'})")
@@ -171,15 +167,3 @@ def describe_sources(recipe: Recipe) -> str:
     """The manifest's ``source``: the main source plus any extra ones (tetra's upstream tree)."""
     extra = "".join(f" {var}={src.describe()}" for var, src in recipe.extra_sources)
     return recipe.source.describe() + extra
-
-
-def _wheel_version(wheel: Path) -> str:
-    parts = wheel.name.split("-")
-    return parts[1] if len(parts) > 1 else ""
-
-
-def failed_entry(combo: Combo, recipe: Recipe, reason: str, log: Path, started: float) -> Entry:
-    return Entry(package=recipe.name, status=Status.FAILED, reason=reason.splitlines()[0],
-                 source=recipe.source.describe(), torch=combo.torch, python=combo.python,
-                 arches_requested=combo.arches.torch(), log=str(log),
-                 build_seconds=round(time.monotonic() - started, 1))

@@ -12,7 +12,7 @@ from cuforge.config.combos import Combo
 from cuforge.config.kernels import KernelSet
 from cuforge.env.target import Target
 from cuforge.env.torchinfo import TorchInfo
-from cuforge.pipeline.compiler_cache import CacheConfig
+from cuforge.pipeline.cache_config import CacheConfig
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class BuildRequest:
     skip_smoke: bool = False
     rebuild: bool = False          # rebuild packages whose wheel is up to date
     one_at_a_time: bool = False    # packages one after another, each with every job
-    # the compiler cache, decided by whoever makes the request (compiler_cache.decide: the
+    # the compiler cache, decided by whoever makes the request (cache_config.decide: the
     # CLI with --cache and --scheduler, setup); the default: local storage, nothing configured
     cache: CacheConfig = CacheConfig()
     upstream_tests: bool = False   # last stage: each recipe's [upstream_tests] on its wheel

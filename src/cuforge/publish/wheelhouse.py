@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from enum import StrEnum
 from pathlib import Path
@@ -132,7 +132,11 @@ class Wheelhouse:
 
     def publish(self, wheel: Path | None, entry: Entry) -> Entry:
         """Put ``wheel`` (if any) and its ``entry`` into the wheelhouse: both or neither, even
-        if the process dies in between (see the module docstring)."""
+        if the process dies in between (see the module docstring). The line records the wheel
+        as it is published: its file name, version and sha256 are read from the file here."""
+        if wheel is not None:
+            entry = replace(entry, wheel=wheel.name, version=_version(wheel),
+                            wheel_sha256=sha256_of(wheel))
         with self.lock:
             self._recover()
             incoming = None
@@ -307,6 +311,12 @@ class Wheelhouse:
         _readable(tmp)
         faults.point("manifest")
         os.replace(tmp, self.dir / MANIFEST)
+
+
+def _version(wheel: Path) -> str:
+    """A wheel file's version, from its name (``demo-0.1-cp311-...whl`` -> ``0.1``)."""
+    parts = wheel.name.split("-")
+    return parts[1] if len(parts) > 1 else ""
 
 
 def _readable(path: str | Path) -> None:

@@ -20,8 +20,8 @@ from cuforge.core.project import Project
 from cuforge.env import venv
 from cuforge.env.checkoutreqs import CheckoutRequirement, IndexOptions, parse_requirements_file
 from cuforge.env.torchinfo import TorchInfo
-from cuforge.pipeline import compiler_cache
-from cuforge.pipeline.compiler_cache import CacheConfig
+from cuforge.pipeline import cache_config
+from cuforge.pipeline.cache_config import CacheConfig
 from cuforge.publish.wheelhouse import Entry, Status, Wheelhouse
 from cuforge.publish.writable import check_wheelhouse
 
@@ -94,7 +94,7 @@ def decide(project: Project, req: SetupRequest, target: Target, stack: Stack,
     checkout = None if req.pinned or not stack.repo else UserCheckout(stack.repo, req.checkout)
     given = (f" --wheelhouse {project.wheel_root}"
              if project.wheelhouse_named_by == "--wheelhouse" else "")
-    cache = compiler_cache.decide(project.envs_dir, combo_spec=combo.cache, say=say)
+    cache = cache_config.decide(project.envs_dir, combo_spec=combo.cache, say=say)
     return Setup(stack, combo, tuple(order), to_build, missing, house, required, target,
                  checkout, given, cache, interpreter)
 
