@@ -1,9 +1,9 @@
 """One build's context: what every package's work reads (the project, the request, the combo
 env, the plan, the wheelhouse, where logs go, what wheels are checked against, the lock on the
-env, the live display), decided
-once by the executor and passed to the wheel sources (``wheelsource``), the verification and
-publishing (``gate``) and the action handlers (``actions``) as their first argument. What the
-packages' threads record while the run goes is ``RunState``, its one mutable part."""
+env, the live display), decided once by the executor and passed to the wheel sources
+(``wheelsource``), the verification and publishing (``gate``) and the action handlers
+(``actions``) as their first argument. What the packages' threads record while the run goes is
+``RunState``, its one mutable part."""
 
 from __future__ import annotations
 

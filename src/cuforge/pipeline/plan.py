@@ -135,7 +135,7 @@ def wheel_dir(project: Project, combo: Combo) -> Path:
 
 def work_dir(project: Project, req: BuildRequest, combo: Combo, recipe: Recipe) -> Path:
     """Where ``recipe`` is fetched, patched and compiled: under the state dir, or under the
-    build's shared ``build_dir`` (one path for every clone: see compiler_cache)."""
+    build's shared ``build_dir`` (one path for every clone: see cache_config)."""
     shared = req.cache.build_dir
     root = Path(shared) if shared else project.state_dir / "work"
     return root / combo.env_id / recipe.name
