@@ -139,6 +139,11 @@ def make_parser() -> argparse.ArgumentParser:
     v.add_argument("--upstream-tests", action="store_true",
                    help="also run each recipe's [upstream_tests] suite against its wheel")
     _stress_args(v)
+    v.add_argument("--ptx-jit", action="store_true",
+                   help="run --stress/--sanitize on the wheels' PTX: the SASS this GPU would "
+                        "pick is hidden in a copy, so the driver JIT-compiles every kernel, as "
+                        "on a GPU newer than the wheel's SASS (the DGX Spark with a 12.0+PTX "
+                        "build)")
     v.add_argument("--tests-src", action="append", default=[], metavar="NAME=DIR",
                    help="take NAME's suite from DIR (the tree its `path` is relative to) "
                         "instead of fetching it")

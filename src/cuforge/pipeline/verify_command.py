@@ -97,7 +97,7 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
 def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_given: bool,
                  models: bool = False, upstream_tests: bool = False,
                  tests_src: dict[str, Path] | None = None, stress: bool = False,
-                 sanitize: bool = False) -> int:
+                 sanitize: bool = False, ptx_jit: bool = False) -> int:
     from cuforge.publish.index import has_index, verify_index
     from cuforge.verify import context_from, host, render_table, verify_wheel
     from cuforge.verify.report import outcome_line
@@ -114,7 +114,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
     reports = []
     suites = (UpstreamStage(project, env.python, combo, tests_src or {},
                             run_env=env.target.step_env()) if upstream_tests else None)
-    stages = _stress_stages(project, env, stress=stress, sanitize=sanitize)
+    stages = _stress_stages(project, env, stress=stress, sanitize=sanitize, ptx_jit=ptx_jit)
     started, now = time.monotonic(), {"wheel": ""}
     beat = timed(lambda: f"verify: {now['wheel']}, wheel {len(reports) + 1} of {len(wheels)}")
     hosted = host.serving(env.python, env.target.step_env(), enabled=not env.target.emulated)
@@ -173,12 +173,14 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
     return 0 if all(r.ok for r in reports) else VerifyError.exit_code
 
 
-def _stress_stages(project: Project, env, *, stress: bool, sanitize: bool) -> list:
+def _stress_stages(project: Project, env, *, stress: bool, sanitize: bool,
+                   ptx_jit: bool = False) -> list:
     """The stress stages asked for: the full run, the short one under compute-sanitizer (made
-    first, so a missing sanitizer stops verify before any check runs)."""
+    first, so a missing sanitizer stops verify before any check runs); ``ptx_jit``: both on
+    the wheels' PTX."""
     from cuforge.pipeline.stress_stage import StressStage
-    return [*([StressStage(project, env)] if stress else []),
-            *([StressStage(project, env, sanitize=True)] if sanitize else [])]
+    return [*([StressStage(project, env, ptx_jit=ptx_jit)] if stress else []),
+            *([StressStage(project, env, sanitize=True, ptx_jit=ptx_jit)] if sanitize else [])]
 
 
 def manifest_check(wheel: Path):

@@ -73,6 +73,8 @@ TABLE: tuple[Check, ...] = (
     Check("upstream-tests", per_wheel=False, explain_pass=True),
     Check("stress", per_wheel=False),
     Check("sanitize", per_wheel=False),
+    Check("stress-ptx-jit", per_wheel=False),     # either, on the wheel's PTX (--ptx-jit)
+    Check("sanitize-ptx-jit", per_wheel=False),
 )
 
 BY_NAME = {c.name: c for c in TABLE}

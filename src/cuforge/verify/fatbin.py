@@ -59,6 +59,7 @@ DEFAULT_ARCH = Arch(7, 5)  # what nvcc 13 builds when given no arch flags
 
 _HEADER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")  # the 64 fixed bytes of an entry header
+ARCH_FIELD = struct.calcsize("<HHIQIIHH")  # where an entry header's u32 arch sits (28)
 
 Runs = Literal["native", "compatible", "ptx"]
 
@@ -74,6 +75,7 @@ class FatbinEntry:
     payload_size: int
     compressed: bool
     kernels: tuple[str, ...] | None  # mangled kernel names; None when unreadable (compressed)
+    offset: int = 0  # of the entry header in the section (verify/ptxjit.py rewrites its arch)
 
     @property
     def label(self) -> str:
@@ -167,7 +169,7 @@ def _entries(data: bytes, pos: int, end: int):
         name = {KIND_PTX: "ptx", KIND_ELF: "sass"}.get(kind, "other")
         kernels = _kernels(payload) if name == "sass" and not compressed else None
         yield FatbinEntry(name, arch_from_number(arch, flags), (major, minor), flags,
-                          payload_size, compressed, kernels)
+                          payload_size, compressed, kernels, pos)
         pos += header_size + payload_size
 
 
