@@ -1,0 +1,52 @@
+"""patches/cumm conv-params-inline, through real pccm code generation: upstream gives each
+implicit-GEMM kernel's ConvParams a translation unit of its own (194 of spconv's 775 compile
+steps, each a full nvcc run for a few lines of host code); patched, the constructor is defined
+in its header, as GemmParams' is, and no unit is generated for it."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from fixture_sets import fixture_set
+
+from cuforge.patching import apply
+
+pccm = pytest.importorskip("pccm")
+
+UPSTREAM = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "upstream"
+
+
+def generated(tmp_path: Path, patched: bool) -> tuple[dict, dict]:
+    """(headers, units) pccm generates for one kernel from the (patched) fixture tree."""
+    from pccm.core import CodeGenerator
+    root = tmp_path / ("patched" if patched else "upstream")
+    shutil.copytree(UPSTREAM / "cumm", root)
+    if patched:
+        apply(fixture_set("cumm", root), root)
+    spec = importlib.util.spec_from_file_location(f"cumm_kernel_{root.name}",
+                                                  root / "cumm/conv/kernel.py")
+    kernel = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = kernel   # pccm finds a class's namespace from its module's file
+    spec.loader.exec_module(kernel)
+    gen = CodeGenerator([], verbose=False)
+    units = gen.build_graph([kernel.ConvKernel("tv::half_t")], None)
+    headers, impls, *_ = gen.code_generation_v2(units)
+    return ({k: v.to_string() for k, v in headers.items()},
+            {k: v.to_string() for k, v in impls.items()})
+
+
+def test_upstream_gives_the_params_a_unit_of_their_own(tmp_path):
+    _, units = generated(tmp_path, patched=False)
+    assert sorted(Path(k).name for k in units) == ["ConvKernel_run.cu", "ConvParams_ConvParams.cu"]
+
+
+def test_patched_the_constructor_lives_in_its_header(tmp_path):
+    headers, units = generated(tmp_path, patched=True)
+    assert sorted(Path(k).name for k in units) == ["ConvKernel_run.cu"]
+    (params,) = [text for name, text in headers.items() if name.endswith("cp/ConvParams.h")]
+    assert "__host__ __device__" in params and "inline" in params
+    assert "gemm_k_iterations = (problem + 31) / 32;" in params   # the body, not a declaration
