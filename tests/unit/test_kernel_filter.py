@@ -12,7 +12,7 @@ import pytest
 
 from cuforge.cli.parser import make_parser
 from cuforge.config.combos import select_combo, with_overrides
-from cuforge.config.kernels import VARIABLE, KernelSet, parse_kernels
+from cuforge.config.kernels import UNITS_VARIABLE, VARIABLE, KernelSet, parse_kernels
 from cuforge.config.recipes import build_order, load_recipes, parse_recipe
 from cuforge.pipeline.request import BuildRequest
 from cuforge.env.target import resolve
@@ -71,7 +71,8 @@ def test_the_dry_run_says_which_kernel_set(tmp_path: Path) -> None:
     from cuforge.pipeline.dryrun import package_lines
     project, combo, env = _setup(tmp_path, "12.0")
     lines = package_lines(project, _package(project, combo, env))
-    assert "# kernels: lean: without gemm Volta; conv Volta; conv Simt f16,f16,f16 (arches 12.0)" in lines
+    assert ("# kernels: lean: without gemm Volta; conv Volta; conv Simt f16,f16,f16; ConvParams "
+            "in their headers (arches 12.0)") in lines
     assert "# kernels: full" in package_lines(project, _package(project, combo, env, KernelSet.FULL))
 
 
@@ -80,6 +81,8 @@ def test_full_kernels_is_another_build_of_the_same_tree(tmp_path: Path) -> None:
     lean = _package(project, combo, env)
     full = _package(project, combo, env, KernelSet.FULL)
     assert json.loads(dict(full.env)[VARIABLE]) == [] and full.kernels == "full"
+    # upstream's build in full: each ConvParams in a unit of its own (patches/cumm)
+    assert dict(full.env)[UNITS_VARIABLE] == "1" and dict(lean.env)[UNITS_VARIABLE] == "0"
     assert full.key != lean.key                    # never "up to date" for each other
     assert full.source_key == lean.source_key      # same tree: ninja keeps what both compile
 

@@ -93,8 +93,9 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--rebuild", action="store_true",
                    help="rebuild packages whose wheel in the wheelhouse is up to date")
     b.add_argument("--full-kernels", action="store_true",
-                   help="compile every kernel a recipe's [kernels] rules would leave out "
-                        "(spconv: the upstream kernel set; the manifest says which set)")
+                   help="upstream's build: every kernel a recipe's [kernels] rules would leave "
+                        "out (spconv: the upstream kernel set, each ConvParams in a unit of its "
+                        "own); the manifest says which set")
     b.add_argument("--one-at-a-time", action="store_true",
                    help="build packages one after another (default: side by side when free)")
     b.add_argument("--cache", default="", metavar="off|local|dist|DIR|redis://HOST:PORT",
