@@ -29,11 +29,11 @@ def do(ctx: BuildContext, pkg: PackagePlan, action: Action, log: Path) -> None:
 
 
 def _check(ctx: BuildContext, pkg: PackagePlan, action: Action, log: Path) -> None:
-    syslibs.require_headers(pkg.recipe, ctx.env.target.sysroot)
+    syslibs.require_headers(pkg.recipe, ctx.combo_env.target.sysroot)
 
 
 def _guard(ctx: BuildContext, pkg: PackagePlan, action: Action, log: Path) -> None:
-    builddeps.require_not_installed(ctx.env.python, own_modules(pkg.recipe), pkg.name,
+    builddeps.require_not_installed(ctx.combo_env.python, own_modules(pkg.recipe), pkg.name,
                                     ctx.run_env)
 
 
@@ -112,7 +112,7 @@ def _deps_steps(ctx: BuildContext, pkg: PackagePlan, log: Path | None = None,
                              "dependencies")
         else:
             wheel = ctx.house.verified(entry)   # the bytes its line recorded
-        step = builddeps.install_step(ctx.env.python, wheel, target, ctx.run_env)
+        step = builddeps.install_step(ctx.combo_env.python, wheel, target, ctx.run_env)
         if step is None:
             same.append(wheel.name)
         else:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from cuforge.core.project import Project
+from cuforge.env.venv import ComboEnv
 from cuforge.pipeline.upstream_stage import each_wheel
 from cuforge.verify.report import CheckResult
 from cuforge.verify.stress import CHECK, SANITIZE_CHECK, find_sanitizer, run_stress
@@ -18,15 +19,16 @@ class StressStage:
     short run under compute-sanitizer instead of the full one (the binary is found before
     anything runs, so a missing one is one clear error, exit 3)."""
 
-    def __init__(self, project: Project, env, *, sanitize: bool = False):
-        self.project, self.python = project, Path(env.python)
-        self.env = dict(env.target.step_env())   # what ``python`` needs (emulation's variables)
-        self.no_device = env.target.no_device
+    def __init__(self, project: Project, combo_env: ComboEnv, *, sanitize: bool = False):
+        self.project, self.python = project, Path(combo_env.python)
+        # what ``python`` needs (emulation's variables)
+        self.env = dict(combo_env.target.step_env())
+        self.no_device = combo_env.target.no_device
         self.sanitizer = None
         if sanitize:
             extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-            self.sanitizer = find_sanitizer([env.info.site_packages, *extra],
-                                            env.toolkit.root / "bin")
+            self.sanitizer = find_sanitizer([combo_env.info.site_packages, *extra],
+                                            combo_env.toolkit.root / "bin")
         self._gpu: bool | None = None
 
     def gpu_visible(self) -> bool:
@@ -56,9 +58,9 @@ class StressStage:
                           sanitizer=self.sanitizer, env=self.env)
 
 
-def stress_stage(project: Project, env, house_dir: Path, entries, recipes: dict, console,
-                 *, sanitize: bool = False) -> list[CheckResult]:
+def stress_stage(project: Project, combo_env: ComboEnv, house_dir: Path, entries, recipes: dict,
+                 console, *, sanitize: bool = False) -> list[CheckResult]:
     """A build's last stage (``build --stress``): each built or prebuilt wheel whose recipe has
     a ``[stress]``, its verdict printed and recorded in the manifest. Returns the results."""
-    return each_wheel(StressStage(project, env, sanitize=sanitize),
+    return each_wheel(StressStage(project, combo_env, sanitize=sanitize),
                       lambda r: r.stress is not None, house_dir, entries, recipes, console)

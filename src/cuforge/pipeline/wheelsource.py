@@ -94,9 +94,9 @@ def _try_prebuilt(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
     except CuforgeError as err:
         return f"prebuilt {wheel.name}: its requirements do not install ({err})"
     with gate.timed_check(ctx):
-        report = verify_wheel(wheel, context_from(ctx.env.info, pkg.archs, ctx.run_env,
-                                                  no_device=ctx.env.target.no_device,
-                                                  sysroot=ctx.env.target.sysroot),
+        report = verify_wheel(wheel, context_from(ctx.combo_env.info, pkg.archs, ctx.run_env,
+                                                  no_device=ctx.combo_env.target.no_device,
+                                                  sysroot=ctx.combo_env.target.sysroot),
                               **gate.smoke(ctx, pkg.recipe),
                               modules=list(pkg.recipe.modules),
                               dependency_paths=gate.dependency_paths(pkg))
