@@ -25,8 +25,9 @@ def dry_run(project: Project, req: BuildRequest, order: list[Recipe]) -> dict:
               f"arches {combo.arches}")
     out.print(f"# build order: {' -> '.join(r.name for r in order)}")
     if target.emulated:
-        out.print(f"# emulated: {combo.target.name} code runs under QEMU (envs/emulation.toml); "
-                  "every command below gets " + " ".join(f"{k}={v}" for k, v in target.env))
+        out.print(f"# emulated: {combo.target_platform.name} code runs under QEMU "
+                  "(envs/emulation.toml); every command below gets "
+                  + " ".join(f"{k}={v}" for k, v in target.env))
     combo_env = venv.inspect(project.state_dir, combo, target)
     if combo_env is None:
         for step in venv.creation_steps(project.state_dir, combo, target):

@@ -287,10 +287,10 @@ class Executor:
     def _check_host(self):
         """The checks of every wheel of this run share one interpreter of the env (each check
         a child of it): torch is imported once per run, not three times per wheel."""
-        from cuforge.verify import host
+        from cuforge.verify import check_host
         combo_env = self.ctx.combo_env
-        return host.serving(combo_env.info.python, self.ctx.run_env,
-                            enabled=not combo_env.target.emulated)
+        return check_host.serving(combo_env.info.python, self.ctx.run_env,
+                                  enabled=not combo_env.target.emulated)
 
     def _package(self, pkg: PackagePlan) -> Entry:
         if pkg.skip:

@@ -303,8 +303,7 @@ def _package_plan(project: Project, req: BuildRequest, combo_env: ComboEnv, reci
                                                    recipe, req.scheduler)
         job = BuildJob(recipe, combo_env.python, src, work / "dist", work / "build", archs,
                        env_vars, req.verbose, project.root / "native" / "cmake", defines, cache,
-                       slot_script,
-                       None if cache and cache.across_clones or combo_env.target.emulated
+                       slot_script, None if cache and cache.across_clones or combo_env.target.emulated
                        else path_maps(work, recipe.name, project=project.root,
                                       site_packages=combo_env.info.site_packages,
                                       toolkit=combo_env.toolkit.root))
@@ -430,8 +429,7 @@ def package_arches(recipe: Recipe, combo: Combo, req: BuildRequest) -> ArchList 
 
 
 def job_env(combo_env: ComboEnv, recipe: Recipe, archs: ArchList, jobs: int,
-            threads: int | None = None
-            ) -> tuple[tuple[str, str], ...]:
+            threads: int | None = None) -> tuple[tuple[str, str], ...]:
     """The variables a package build gets on top of the user's environment (``threads``:
     nvcc's -t where the memory budget chose it)."""
     base = build_environment(combo_env.toolkit, archs, jobs=jobs, threads=threads,

@@ -100,7 +100,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
                  tests_src: dict[str, Path] | None = None, stress: bool = False,
                  sanitize: bool = False) -> int:
     from cuforge.publish.index import has_index, verify_index
-    from cuforge.verify import context_from, host, render_table, verify_wheel
+    from cuforge.verify import check_host, context_from, render_table, verify_wheel
     from cuforge.verify.report import outcome_line
     from cuforge.verify.wheel import package_name
     for path in paths:   # first: reading bytes, no env; a stale index fails what installs from it
@@ -118,8 +118,8 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
     stages = _stress_stages(project, combo_env, stress=stress, sanitize=sanitize)
     started, now = time.monotonic(), {"wheel": ""}
     beat = timed(lambda: f"verify: {now['wheel']}, wheel {len(reports) + 1} of {len(wheels)}")
-    hosted = host.serving(combo_env.python, combo_env.target.step_env(),
-                          enabled=not combo_env.target.emulated)
+    hosted = check_host.serving(combo_env.python, combo_env.target.step_env(),
+                                enabled=not combo_env.target.emulated)
     with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat, hosted:
         for wheel in wheels:
             now["wheel"] = wheel.name

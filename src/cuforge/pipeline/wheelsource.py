@@ -122,7 +122,7 @@ def _team_candidates(ctx: BuildContext, name: str) -> list:
     return teamwheels.candidates(
         _team_index(ctx), name, accel=accel, labels=_team_labels(ctx),
         python=f"cp{ctx.plan.combo.python.replace('.', '')}",
-        platform_ok=ctx.plan.combo.target.accepts)
+        platform_ok=ctx.plan.combo.target_platform.accepts)
 
 
 def _team_labels(ctx: BuildContext) -> tuple[str, ...]:
