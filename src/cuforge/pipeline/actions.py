@@ -124,7 +124,7 @@ def _deps_steps(ctx: BuildContext, pkg: PackagePlan, log: Path | None = None,
 
 
 # One handler per action kind. The verification stages are the executor's own: the build from
-# source stops at VERIFY, and a prebuilt wheel's GATE is wheelsource._try_prebuilt's
+# source stops at VERIFY, and a prebuilt wheel's ACCEPT is wheelsource._try_prebuilt's
 # decision.
 HANDLERS = {ActionKind.CHECK: _check, ActionKind.GUARD: _guard,
             ActionKind.FETCH: _fetch, ActionKind.PATCH: _patch,
@@ -132,7 +132,7 @@ HANDLERS = {ActionKind.CHECK: _check, ActionKind.GUARD: _guard,
             ActionKind.SEED: _seed, ActionKind.REMEMBER: _remember,
             ActionKind.RUN: _run}
 
-STAGES = frozenset({ActionKind.VERIFY, ActionKind.GATE})
+STAGES = frozenset({ActionKind.VERIFY, ActionKind.ACCEPT})
 
 
 def reset_build_dir(work: Path, source_key: str, *, fresh: bool = False) -> None:

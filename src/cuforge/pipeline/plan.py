@@ -32,7 +32,7 @@ from cuforge.pipeline.request import BuildRequest
 from cuforge.core.runner import Step
 from cuforge.env.toolchain import build_environment, jobs_within_memory, mem_available
 from cuforge.env.venv import ComboEnv
-from cuforge.verify.checklist import CHECKS, PREBUILT_GATE
+from cuforge.verify.checklist import CHECKS, PREBUILT_MUST_PASS
 
 console = make_console(stderr=True)
 
@@ -50,7 +50,7 @@ class ActionKind(StrEnum):
     SEED = "seed"              # CMake's kept compiler detection into a fresh build dir
     REMEMBER = "remember"      # CMake's compiler detection kept for the next fresh build dir
     VERIFY = "verify"          # the wheel's checks (the executor's own stage, after the build)
-    GATE = "gate"              # a prebuilt wheel's checks (decide: keep it, or compile)
+    ACCEPT = "accept"          # a prebuilt wheel's checks (decide: keep it, or compile)
 
 
 @dataclass(frozen=True)
@@ -269,8 +269,8 @@ def _package_plan(project: Project, req: BuildRequest, combo_env: ComboEnv, reci
                     *_run_all(download_steps(combo_env, recipe, archs, work / "prebuilt", env_vars,
                                              req.verbose)),
                     *_deps(recipe, work),   # its import check needs them too
-                    Action(ActionKind.GATE, f"verify the prebuilt wheel ({', '.join(CHECKS)}); "
-                           f"keep it only if {', '.join(PREBUILT_GATE)} pass"))
+                    Action(ActionKind.ACCEPT, f"verify the prebuilt wheel ({', '.join(CHECKS)}); "
+                           f"keep it only if {', '.join(PREBUILT_MUST_PASS)} pass"))
     if not recipe.kind.compiles:
         actions = [_clean(work / "dist"),
                    *_run_all(download_steps(combo_env, recipe, archs, work / "dist", env_vars,

@@ -1,6 +1,7 @@
 """Where a package's wheel comes from, in order: the team's (``--wheels``: downloaded, its
 pins checked as published, then every check a wheel built here gets), the recipe's prebuilt
-one (kept only when it covers the arches and passes the gate's checks), or one built here from
+one (kept only when it passes every check of ``verify.checklist.PREBUILT_MUST_PASS``, the
+smoke test among them; compiled instead otherwise), or one built here from
 source (under the compiler cache; built again without it when sccache itself failed). Each
 is a function of the build's context (``pipeline.context.BuildContext``); the checks are the
 gate's (``gate.verify``)."""
@@ -23,7 +24,7 @@ from cuforge.pipeline.context import BuildContext
 from cuforge.pipeline.made import Ahead, Made
 from cuforge.pipeline.plan import Action, ActionKind, PackagePlan
 from cuforge.publish.wheelhouse import Status
-from cuforge.verify.checklist import PREBUILT_GATE
+from cuforge.verify.checklist import PREBUILT_MUST_PASS
 from cuforge.verify.checks import embedded_arches
 
 console = make_console(stderr=True)
@@ -78,13 +79,13 @@ def _build_from_source(ctx: BuildContext, pkg: PackagePlan, cache, log: Path, sa
 
 
 def _try_prebuilt(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
-    """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
-    passes every check that gates a prebuilt wheel (``verify.checklist.PREBUILT_GATE``).
-    Else: why not."""
+    """Run the plan's prebuilt actions; keep the wheel only if it passes every check a
+    prebuilt wheel must pass (``verify.checklist.PREBUILT_MUST_PASS``: fatbin's coverage of
+    the arches and the smoke test among them). Else: why not."""
     from cuforge.verify import context_from, verify_wheel
     try:
         for action in pkg.prebuilt:
-            if action.kind is not ActionKind.GATE:
+            if action.kind is not ActionKind.ACCEPT:
                 actions.do(ctx, pkg, action, log)
         wheel = _single_wheel(pkg.work / "prebuilt", pkg.recipe)
     except CuforgeError as err:
@@ -100,7 +101,7 @@ def _try_prebuilt(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
                               **gate.smoke(ctx, pkg.recipe),
                               modules=list(pkg.recipe.modules),
                               dependency_paths=gate.dependency_paths(pkg))
-    bad = [r for r in report.failures() if r.check in PREBUILT_GATE]
+    bad = [r for r in report.failures() if r.check in PREBUILT_MUST_PASS]
     if bad:
         why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
         return f"prebuilt {wheel.name} rejected ({why})"
