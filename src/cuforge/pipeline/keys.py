@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuforge.config.arches import ArchPolicy
 from cuforge.config.recipes import Recipe, Source
 from cuforge.core.project import Project
 from cuforge.core.runner import Step
@@ -36,9 +37,8 @@ class PackageKeys:
 
 
 def package_keys(project: Project, recipe: Recipe, combo_env: ComboEnv, *,
-                 patch_sets: tuple[str, ...],
-                 archs: str, policy: str, skip: str, commands: dict[str, Step],
-                 depends: dict[str, str]) -> PackageKeys:
+                 patch_sets: tuple[str, ...], archs: str, policy: ArchPolicy, skip: str,
+                 commands: dict[str, Step], depends: dict[str, str]) -> PackageKeys:
     """The keys of one package build: ``commands`` are its build commands as they run
     without launchers (by their place among the actions), ``depends`` its dependencies' keys."""
     source_inputs = {"source": _source_identity(recipe.source, project, content=False),

@@ -73,7 +73,7 @@ class Action:
 class PackagePlan:
     recipe: Recipe
     archs: ArchList            # after the recipe's arch rule
-    policy: str
+    policy: ArchPolicy
     skip: str                  # non-empty: not built, and why
     work: Path
     src: Path                  # the tree the build command compiles, once fetched
