@@ -1,7 +1,7 @@
-"""core/runner.py's docstring names every module that starts a process without it (issue 53:
-it said it was the one place, while 15 other modules made 25 direct calls). The list is read
-from the docstring and compared with the calls the source makes, so a new direct call, or one
-moved to the runner, changes the docstring too."""
+"""core/runner.py's docstring names every module that starts a process without it ("The
+house, third step": it said it was the one place, while 15 other modules made 25 direct
+calls). The list is read from the docstring and compared with the calls the source makes, so a
+new direct call, or one moved to the runner, changes the docstring too."""
 
 from __future__ import annotations
 
