@@ -42,7 +42,7 @@ class BuildContext:
 
     project: Project
     req: BuildRequest
-    env: ComboEnv
+    combo_env: ComboEnv
     plan: Plan
     log_dir: Path
     recipe_names: frozenset[str]   # never installed from an index (runtimedeps.split)
@@ -54,7 +54,7 @@ class BuildContext:
     state: RunState = field(default_factory=RunState, compare=False)
 
 
-def open_context(project: Project, req: BuildRequest, env: ComboEnv, plan: Plan,
+def open_context(project: Project, req: BuildRequest, combo_env: ComboEnv, plan: Plan,
                  log_dir: Path, recipe_names: frozenset[str], progress: Progress
                  ) -> BuildContext:
     """The build's context; the wheelhouse first finishes or undoes a publish that a killed
@@ -62,5 +62,5 @@ def open_context(project: Project, req: BuildRequest, env: ComboEnv, plan: Plan,
     house = Wheelhouse(plan.wheel_dir, project.wheelhouse_named_by)
     house.recover()
     side_by_side = plan.pooled or sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
-    return BuildContext(project, req, env, plan, log_dir, recipe_names,
-                        env.target.step_env(), house, progress, side_by_side)
+    return BuildContext(project, req, combo_env, plan, log_dir, recipe_names,
+                        combo_env.target.step_env(), house, progress, side_by_side)

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from cuforge.core.project import Project
+from cuforge.env.venv import ComboEnv
 from cuforge.pipeline.upstream_stage import each_wheel
 from cuforge.verify.report import CheckResult
 from cuforge.verify.stress import check_name, find_sanitizer, run_stress
@@ -21,15 +22,17 @@ class StressStage:
     anything runs, so a missing one is one clear error, exit 3). ``ptx_jit``: on a copy whose
     SASS the device would pick is hidden, so the driver JIT-compiles the PTX."""
 
-    def __init__(self, project: Project, env, *, sanitize: bool = False, ptx_jit: bool = False):
-        self.project, self.python = project, Path(env.python)
-        self.env = dict(env.target.step_env())   # what ``python`` needs (emulation's variables)
-        self.no_device = env.target.no_device
+    def __init__(self, project: Project, combo_env: ComboEnv, *, sanitize: bool = False,
+                 ptx_jit: bool = False):
+        self.project, self.python = project, Path(combo_env.python)
+        # what ``python`` needs (emulation's variables)
+        self.env = dict(combo_env.target.step_env())
+        self.no_device = combo_env.target.no_device
         self.sanitizer = None
         if sanitize:
             extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-            self.sanitizer = find_sanitizer([env.info.site_packages, *extra],
-                                            env.toolkit.root / "bin")
+            self.sanitizer = find_sanitizer([combo_env.info.site_packages, *extra],
+                                            combo_env.toolkit.root / "bin")
         self.ptx_jit = ptx_jit
         self.check = check_name(sanitize=sanitize, ptx_jit=ptx_jit)
         self._device = None
@@ -88,9 +91,9 @@ class StressStage:
                            f"driver's JIT cache grew by {grown:.1f} MB")
 
 
-def stress_stage(project: Project, env, house_dir: Path, entries, recipes: dict, console,
-                 *, sanitize: bool = False, ptx_jit: bool = False) -> list[CheckResult]:
+def stress_stage(project: Project, combo_env: ComboEnv, house_dir: Path, entries, recipes: dict,
+                 console, *, sanitize: bool = False, ptx_jit: bool = False) -> list[CheckResult]:
     """A build's last stage (``build --stress``): each built or prebuilt wheel whose recipe has
     a ``[stress]``, its verdict printed and recorded in the manifest. Returns the results."""
-    return each_wheel(StressStage(project, env, sanitize=sanitize, ptx_jit=ptx_jit),
+    return each_wheel(StressStage(project, combo_env, sanitize=sanitize, ptx_jit=ptx_jit),
                       lambda r: r.stress is not None, house_dir, entries, recipes, console)

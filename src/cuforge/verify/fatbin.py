@@ -19,7 +19,8 @@ Flags seen: 0x1 64-bit, 0x10 Linux, 0x2000 LZ4-compressed (CUDA <= 12), 0x8000 z
 (CUDA 13 compresses PTX by default), 0x100000 arch-specific ``a`` (sm_90a), 0x200000 family
 ``f`` (sm_100f).
 
-Compatibility rule used by the coverage check and the smoke gate (NVIDIA's, kept simple):
+Compatibility rule used by the coverage check and the smoke's device check (NVIDIA's, kept
+simple):
 
 * SASS ``sm_XY`` runs on a device ``X.Z`` with ``Z >= Y`` (same major), except ``a`` cubins,
   which run only on exactly ``X.Y``. Exact SASS is "native"; same-major-older-minor is
@@ -76,6 +77,10 @@ class FatbinEntry:
     compressed: bool
     kernels: tuple[str, ...] | None  # mangled kernel names; None when unreadable (compressed)
     offset: int = 0  # of the entry header in the section (verify/ptxjit.py rewrites its arch)
+
+    @property
+    def is_sass(self) -> bool:
+        return self.kind == "sass"
 
     @property
     def label(self) -> str:

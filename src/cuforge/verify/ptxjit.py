@@ -55,7 +55,7 @@ def _hide_in(container: FatbinContainer, device: Arch) -> list[int]:
     if container.is_link_stub or (runs := runs_on(container, device)) is None or runs[0] == "ptx":
         return []
     return [e.offset for e in container.entries
-            if e.kind == "sass" and _sass_runs(e.arch, device)]
+            if e.is_sass and _sass_runs(e.arch, device)]
 
 
 def _fatbin_at(so: Path) -> tuple[int, bytes] | None:
