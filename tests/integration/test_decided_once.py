@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.slow,
 
 # what is decided once per command: (module, function) of its loader
 LOADERS = {
-    "the compiler cache's configuration": ("cuforge.pipeline.compiler_cache", "load_config"),
+    "the compiler cache's configuration": ("cuforge.pipeline.cache_config", "load_config"),
     "the dist scheduler's answer": ("cuforge.pipeline.dist_cache", "probe"),
     "where the code runs": ("cuforge.env.target", "resolve"),
     "the interpreter's torch": ("cuforge.env.venv", "check_interpreter"),

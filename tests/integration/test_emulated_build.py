@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMBO = "spark-emulated"
 COMBO_DIR = Path("linux-aarch64") / "cu130" / "torch2.14.1-cp311"
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(platforms.host().machine == "aarch64",
+              pytest.mark.skipif(platforms.build_platform().machine == "aarch64",
                                  reason="an aarch64 machine builds these natively")]
 
 

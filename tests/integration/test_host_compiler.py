@@ -29,27 +29,27 @@ def static_gxx(tmp_path) -> str:
 
 
 def test_distribution_gxx_links_libstdcxx_dynamically():
-    host = hostcxx.probe("g++")
-    assert any(n.startswith("libstdc++.so.") for n in host.needed)
-    assert host.std_defined == 0 and not host.static_libstdcxx
+    compiler = hostcxx.probe("g++")
+    assert any(n.startswith("libstdc++.so.") for n in compiler.needed)
+    assert compiler.std_defined == 0 and not compiler.static_libstdcxx
 
 
 def test_static_wrapper_is_detected(static_gxx):
-    host = hostcxx.probe(static_gxx)
-    assert host.static_libstdcxx
-    assert host.std_defined > 1000          # the probe's stream drags in the library's std::
-    assert not any(n.startswith("libstdc++") for n in host.needed)
-    assert "links libstdc++ statically" in host.describe()
+    compiler = hostcxx.probe(static_gxx)
+    assert compiler.static_libstdcxx
+    assert compiler.std_defined > 1000          # the probe's stream drags in the library's std::
+    assert not any(n.startswith("libstdc++") for n in compiler.needed)
+    assert "links libstdc++ statically" in compiler.describe()
 
 
 def test_static_default_is_replaced_by_a_fallback(static_gxx, monkeypatch):
     monkeypatch.setenv("CXX", static_gxx)
     monkeypatch.delenv("CC", raising=False)
     gxx = shutil.which("g++")
-    host, note = hostcxx.choose(fallbacks=("/nonexistent/g++", gxx))
-    assert host.cxx == gxx and not host.static_libstdcxx
+    compiler, note = hostcxx.choose(fallbacks=("/nonexistent/g++", gxx))
+    assert compiler.cxx == gxx and not compiler.static_libstdcxx
     assert static_gxx in note and f"building with {gxx} instead" in note
-    env = build_environment(Toolkit(Path("/nonexistent"), None, host), parse_arch_list("12.0"),
+    env = build_environment(Toolkit(Path("/nonexistent"), None, compiler), parse_arch_list("12.0"),
                             jobs=1, cxx11_abi=True, extra_include=[], extra_lib=[], bin_dirs=[])
     assert env["CXX"] == env["CUDAHOSTCXX"] == env["NVCC_CCBIN"] == gxx
     assert env["CC"] == str(Path(gxx).with_name("gcc"))
@@ -67,5 +67,5 @@ def test_static_default_without_fallback_is_refused(static_gxx, monkeypatch):
 def test_combo_host_cxx_must_link_dynamically(static_gxx):
     with pytest.raises(ToolchainError, match="the combo's host_cxx"):
         hostcxx.choose(static_gxx, fallbacks=(shutil.which("g++"),))
-    host, note = hostcxx.choose(shutil.which("g++"))
-    assert not host.static_libstdcxx and note == ""
+    compiler, note = hostcxx.choose(shutil.which("g++"))
+    assert not compiler.static_libstdcxx and note == ""

@@ -1,5 +1,5 @@
-"""The check host (issue 44): inside ``host.serving(python)`` every ``python -c`` check is a child
-forked from one interpreter, and still a process of its own: a crash or a hang ends that child
+"""The check host (issue 44): inside ``check_host.serving(python)`` every ``python -c`` check
+is a child forked from one interpreter, and still a process of its own: a crash or a hang ends that child
 only, with the same verdict a fresh interpreter gives."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from cuforge.verify import host
+from cuforge.verify import check_host
 from cuforge.verify._proc import run_python
 
 PY = Path(sys.executable)
@@ -18,7 +18,7 @@ PARENT = "import os; print(os.getppid())"
 def test_checks_are_children_of_one_interpreter_while_served() -> None:
     fresh = {run_python(PY, ["-c", PARENT]).stdout for _ in range(2)}
     assert len(fresh) == 2                                 # each its own supervisor
-    with host.serving(PY):
+    with check_host.serving(PY):
         parents = {run_python(PY, ["-c", PARENT]).stdout.strip() for _ in range(3)}
         assert len(parents) == 1
         (pid,) = parents
@@ -31,7 +31,7 @@ def test_a_hosted_check_keeps_argv_paths_exit_codes_and_output(tmp_path: Path) -
     (tmp_path / "shipped.py").write_text("WHO = 'the wheel'\n")
     code = ("import sys, shipped; print(shipped.WHO, sys.argv[1:]); "
             "print('to stderr', file=sys.stderr); raise SystemExit(77)")
-    with host.serving(PY):
+    with check_host.serving(PY):
         got = run_python(PY, ["-c", code, "a", "b"], paths=[tmp_path])
     assert got.returncode == 77
     assert got.stdout == "the wheel ['a', 'b']\n"
@@ -39,7 +39,7 @@ def test_a_hosted_check_keeps_argv_paths_exit_codes_and_output(tmp_path: Path) -
 
 
 def test_a_crash_ends_its_child_only() -> None:
-    with host.serving(PY):
+    with check_host.serving(PY):
         crashed = run_python(PY, ["-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
         after = run_python(PY, ["-c", "print('still here')"])
         raised = run_python(PY, ["-c", "raise ImportError('undefined symbol: _Z3foo')"])
@@ -54,7 +54,7 @@ def test_a_hung_check_is_killed_with_what_it_started(tmp_path: Path) -> None:
     code = ("import subprocess, sys, time; "
             f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
             f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)")
-    with host.serving(PY):
+    with check_host.serving(PY):
         started = time.monotonic()
         hung = run_python(PY, ["-c", code], timeout=3)
         took = time.monotonic() - started
@@ -71,7 +71,7 @@ def test_the_import_without_torch_has_a_host_without_the_loader_path(monkeypatch
     checks need a host started without LD_LIBRARY_PATH (what a fresh venv has)."""
     monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/from-the-env")
     at_start = "print('LD_LIBRARY_PATH=' in open('/proc/self/environ').read())"
-    with host.serving(PY):
+    with check_host.serving(PY):
         plain = run_python(PY, ["-c", at_start], plain_loader=True)
         loaded = run_python(PY, ["-c", at_start])
     assert plain.stdout == "False\n"
@@ -79,7 +79,7 @@ def test_the_import_without_torch_has_a_host_without_the_loader_path(monkeypatch
 
 
 def test_other_interpreters_and_runs_in_a_cwd_are_not_hosted(tmp_path: Path) -> None:
-    with host.serving(PY):
+    with check_host.serving(PY):
         in_cwd = run_python(PY, ["-c", "import os; print(os.getcwd())"], cwd=tmp_path)
     assert in_cwd.stdout.strip() == str(tmp_path)
-    assert host.pool_for(PY) is None          # the block is over
+    assert check_host.pool_for(PY) is None          # the block is over

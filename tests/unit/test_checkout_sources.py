@@ -79,7 +79,7 @@ def test_the_milo_checkout_replaces_exactly_the_folders_it_has(tmp_path):
 def _checkout_plan(tmp_path: Path):
     """test_buildplan's project with b's source a folder (sub/b) of a repository, and a
     checkout of that repository holding the folder."""
-    project, combo, env = _setup(tmp_path)
+    project, combo, combo_env = _setup(tmp_path)
     (project.root / "recipes" / "b.toml").write_text(
         'depends = ["a"]\npatches = ["p"]\n[source]\ngit = "https://example.org/up/Repo.git"\n'
         'commit = "' + "3" * 40 + '"\nsubdir = "sub/b"\n')
@@ -91,7 +91,7 @@ def _checkout_plan(tmp_path: Path):
     def plan(source: UserCheckout | None):
         req = BuildRequest(combo=combo, jobs=2, packages=("b",), checkout=source)
         order = with_checkout(build_order(load_recipes(project), ["b"]), source)
-        return make_plan(project, req, env, order, log_dir=tmp_path / "logs").package("b")
+        return make_plan(project, req, combo_env, order, log_dir=tmp_path / "logs").package("b")
     return plan, mine, checkout
 
 

@@ -40,7 +40,7 @@ def test_binfmt_pattern_matches_aarch64_executables_and_objects_only(tmp_path):
 def test_emulated_combo_targets_aarch64_with_python_the_root_has():
     combo = {c.id: c for c in load_combos(find_project())}["spark-emulated"]
     emu = _aarch64()
-    assert combo.emulate and combo.target.name == "linux-aarch64"
+    assert combo.emulate and combo.target_platform.name == "linux-aarch64"
     assert combo.python in emu.pythons                     # Debian bookworm's 3.11
     assert combo.host_cxx in emu.cross_compilers           # the sysroot wrapper's name
     assert combo.wheel_dir(Path("wh")) == Path("wh/linux-aarch64/cu130/torch2.14.1-cp311")

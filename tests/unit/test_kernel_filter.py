@@ -12,7 +12,7 @@ import pytest
 
 from cuforge.cli.parser import make_parser
 from cuforge.config.combos import select_combo, with_overrides
-from cuforge.config.kernels import VARIABLE, KernelSet, parse_kernels
+from cuforge.config.kernels import UNITS_VARIABLE, VARIABLE, KernelSet, parse_kernels
 from cuforge.config.recipes import build_order, load_recipes, parse_recipe
 from cuforge.pipeline.request import BuildRequest
 from cuforge.env.target import resolve
@@ -45,21 +45,22 @@ def _setup(tmp_path: Path, arches: str):
     combo = with_overrides(select_combo(find_project(ROOT), name="3.11-cu130"), arches=arches)
     info = TorchInfo(python=Path("/x/bin/python"), py_version="3.11", site_packages=Path("/x"),
                      machine="x86_64", torch="2.14.1", cuda="13.0")
-    env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True,
+    combo_env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True,
                    resolve(find_project(ROOT), combo))
-    return Project(proj), combo, env
+    return Project(proj), combo, combo_env
 
 
-def _package(project, combo, env, kernels=None):
+def _package(project, combo, combo_env, kernels=None):
     req = BuildRequest(combo=combo, jobs=2, packages=("k",), kernels=kernels)
-    return make_plan(project, req, env, build_order(load_recipes(project), ["k"]),
+    order = build_order(load_recipes(project), ["k"])
+    return make_plan(project, req, combo_env, order,
                      log_dir=project.state_dir / "logs").package("k")
 
 
 @pytest.mark.parametrize("arches", ["9.0", "12.0", "12.1+PTX;12.0"])
 def test_the_plan_gives_the_build_the_rules_that_hold(tmp_path: Path, arches: str) -> None:
-    project, combo, env = _setup(tmp_path, arches)
-    lean = _package(project, combo, env)
+    project, combo, combo_env = _setup(tmp_path, arches)
+    lean = _package(project, combo, combo_env)
     rules = json.loads(dict(lean.env)[VARIABLE])
     assert [(r["family"], r["algo"], r["io_dtypes"]) for r in rules] == [
         ("gemm", "Volta", []), ("conv", "Volta", []), ("conv", "Simt", ["f16", "f16", "f16"])]
@@ -70,17 +71,21 @@ def test_the_plan_gives_the_build_the_rules_that_hold(tmp_path: Path, arches: st
 
 def test_the_dry_run_says_which_kernel_set(tmp_path: Path) -> None:
     from cuforge.pipeline.dryrun import package_lines
-    project, combo, env = _setup(tmp_path, "12.0")
-    lines = package_lines(project, _package(project, combo, env))
-    assert "# kernels: lean: without gemm Volta; conv Volta; conv Simt f16,f16,f16 (arches 12.0)" in lines
-    assert "# kernels: full" in package_lines(project, _package(project, combo, env, KernelSet.FULL))
+    project, combo, combo_env = _setup(tmp_path, "12.0")
+    lines = package_lines(project, _package(project, combo, combo_env))
+    assert ("# kernels: lean: without gemm Volta; conv Volta; conv Simt f16,f16,f16; ConvParams "
+            "in their headers (arches 12.0)") in lines
+    full = _package(project, combo, combo_env, KernelSet.FULL)
+    assert "# kernels: full" in package_lines(project, full)
 
 
 def test_full_kernels_is_another_build_of_the_same_tree(tmp_path: Path) -> None:
-    project, combo, env = _setup(tmp_path, "12.0")
-    lean = _package(project, combo, env)
-    full = _package(project, combo, env, KernelSet.FULL)
+    project, combo, combo_env = _setup(tmp_path, "12.0")
+    lean = _package(project, combo, combo_env)
+    full = _package(project, combo, combo_env, KernelSet.FULL)
     assert json.loads(dict(full.env)[VARIABLE]) == [] and full.kernels == "full"
+    # upstream's build in full: each ConvParams in a unit of its own (patches/cumm)
+    assert dict(full.env)[UNITS_VARIABLE] == "1" and dict(lean.env)[UNITS_VARIABLE] == "0"
     assert full.key != lean.key                    # never "up to date" for each other
     assert full.source_key == lean.source_key      # same tree: ninja keeps what both compile
 
@@ -88,14 +93,14 @@ def test_full_kernels_is_another_build_of_the_same_tree(tmp_path: Path) -> None:
 def test_a_turing_target_still_leaves_the_three_out(tmp_path: Path) -> None:
     # 7.5 is the lowest arch CUDA 13 compiles: every rule holds there too (a Volta target,
     # which keeps the Volta kernels, is tests/unit/test_spconv_kernel_choice.py's)
-    project, combo, env = _setup(tmp_path, "7.5;9.0")
-    assert len(json.loads(dict(_package(project, combo, env).env)[VARIABLE])) == 3
+    project, combo, combo_env = _setup(tmp_path, "7.5;9.0")
+    assert len(json.loads(dict(_package(project, combo, combo_env).env)[VARIABLE])) == 3
 
 
 def test_a_recipe_without_kernels_gets_no_variable(tmp_path: Path) -> None:
-    project, combo, env = _setup(tmp_path, "12.0")
+    project, combo, combo_env = _setup(tmp_path, "12.0")
     (project.root / "recipes" / "k.toml").write_text('[source]\npath = "src/k"\n')
-    pkg = _package(project, combo, env)
+    pkg = _package(project, combo, combo_env)
     assert VARIABLE not in dict(pkg.env) and pkg.kernels == ""
 
 

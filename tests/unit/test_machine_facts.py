@@ -35,4 +35,4 @@ def test_each_platform_row_has_its_toolkit_and_library_names():
     assert (aarch64.cuda_target, aarch64.elf_machine, aarch64.triplet) == (
         "sbsa-linux", "EM_AARCH64", "aarch64-linux-gnu")
     assert platforms.by_elf_machine("EM_X86_64").cuda_target == "x86_64-linux"
-    assert not platforms.is_foreign(platforms.host())
+    assert not platforms.is_foreign(platforms.build_platform())

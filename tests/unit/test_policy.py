@@ -63,12 +63,12 @@ def test_append_gencode_reaches_every_nvcc_call_with_the_compiler_cache_off():
                      machine="x86_64", torch="2.14.1", cuda="13.0")
     from cuforge.core.project import find_project
     from cuforge.env.target import resolve
-    env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True,
+    combo_env = ComboEnv(combo, info, Toolkit(Path("/x/cuda"), combo.accel.cuda), None, True,
                    resolve(find_project(), combo))
     recipe = _recipe("ptx")
-    plain = dict(job_env(env, recipe, combo.arches, 2))
+    plain = dict(job_env(combo_env, recipe, combo.arches, 2))
     assert plain["NVCC_APPEND_FLAGS"] == "-t 2" and "TORCH_NO_COMPILER_WRAPPER" not in plain
     rule = dc_replace(recipe.arches, append_gencode=True)
-    env_vars = dict(job_env(env, dc_replace(recipe, arches=rule), combo.arches, 2))
+    env_vars = dict(job_env(combo_env, dc_replace(recipe, arches=rule), combo.arches, 2))
     assert "-gencode=arch=compute_121,code=[sm_121,compute_121]" in env_vars["NVCC_APPEND_FLAGS"]
     assert env_vars["TORCH_NO_COMPILER_WRAPPER"] == "1"

@@ -25,8 +25,8 @@ def test_spark_311_is_the_spark_combo_with_the_roots_python_and_no_emulation():
     combos = {c.id: c for c in load_combos(find_project())}
     near, spark = combos["spark-3.11"], combos["spark"]
     assert near.python in _aarch64().pythons and not near.emulate and not near.host_cxx
-    assert (near.target, near.accel, str(near.arches)) == (spark.target, spark.accel,
-                                                           str(spark.arches))
+    assert (near.target_platform, near.accel, str(near.arches)) == (
+        spark.target_platform, spark.accel, str(spark.arches))
 
 
 def test_host_path_follows_links_as_the_root_sees_them(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import math
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 
 from cuforge.config.stress import StressRule, parse_stress
 from cuforge.core.errors import ConfigError, ToolchainError
-from cuforge.verify.stress import (find_sanitizer, run_stress, sanitized_verdict,
+from cuforge.verify.checklist import BY_NAME as CHECK_NAMES
+from cuforge.verify.stress import (check_name, find_sanitizer, run_stress, sanitized_verdict,
                                    sanitizer_errors)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,3 +119,16 @@ def test_no_sanitizer_is_one_error_naming_the_wheel(tmp_path, monkeypatch):
     monkeypatch.setenv("CUFORGE_COMPUTE_SANITIZER", str(tmp_path / "missing"))
     with pytest.raises(ToolchainError, match="not a file"):
         find_sanitizer([])
+
+
+def test_a_run_on_the_wheels_ptx_is_a_check_of_its_own():
+    result = run_stress(PY, StressRule(), SCRIPT, [], check=check_name(ptx_jit=True))
+    assert result.check == "stress-ptx-jit" and result.status == "pass"
+    assert check_name(sanitize=True, ptx_jit=True) in CHECK_NAMES
+
+
+def test_ptx_jit_without_a_stress_is_one_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "cuforge", "verify", "--ptx-jit",
+                           str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == ConfigError.exit_code
+    assert "--ptx-jit says how the stress runs" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,11 +1,12 @@
-"""The smoke exit-code protocol and the device gate, as pure functions."""
+"""The smoke exit-code protocol and the skip of a device the fatbin does not cover, as pure
+functions."""
 
 from __future__ import annotations
 
 from cuforge.config.arches import Arch
 from cuforge.verify._proc import describe_exit, last_error_line
 from cuforge.verify.fatbin import FatbinContainer, FatbinEntry
-from cuforge.verify.smoke import Device, device_gate, smoke_verdict
+from cuforge.verify.smoke import Device, skip_if_uncovered, smoke_verdict
 
 
 def test_protocol():
@@ -31,19 +32,19 @@ def group(index, sass=(), ptx=()):
     return FatbinContainer(index, 0, tuple(entries))
 
 
-def test_device_gate_skips_uncovered_devices():
+def test_skip_if_uncovered_skips_uncovered_devices():
     h200 = Device("NVIDIA H200", Arch(9, 0))
     fatbins = {"pkg/_C.so": [group(0, sass=(Arch(12, 0),)), group(1, sass=(Arch(9, 0),))]}
-    gate = device_gate(h200, fatbins)
-    assert gate.status == "skipped"
-    assert gate.detail == ("skipped: NVIDIA H200 (sm_90) is not covered by the wheel's fatbin: "
+    skipped = skip_if_uncovered(h200, fatbins)
+    assert skipped.status == "skipped"
+    assert skipped.detail == ("skipped: NVIDIA H200 (sm_90) is not covered by the wheel's fatbin: "
                            "pkg/_C.so group #1 (SASS sm_120, PTX -)")
 
 
-def test_device_gate_lets_ptx_and_compatible_sass_through():
+def test_skip_if_uncovered_lets_ptx_and_compatible_sass_through():
     spark = Device("GB10", Arch(12, 1))
     fatbins = {"a.so": [group(0, sass=(Arch(12, 0),)), group(1, ptx=(Arch(7, 5),))]}
-    assert device_gate(spark, fatbins) is None
+    assert skip_if_uncovered(spark, fatbins) is None
 
 
 def test_a_smoke_declared_gpu_free_runs_without_a_device_probe(tmp_path):

@@ -162,11 +162,14 @@ def cmd_shell(args) -> int:
 
 def cmd_verify(args) -> int:
     from cuforge.pipeline.verify_command import verify_paths
+    if args.ptx_jit and not (args.stress or args.sanitize):
+        raise ConfigError("--ptx-jit says how the stress runs, and no stress was asked for",
+                          hint="add --stress (or --sanitize): cuforge verify --stress --ptx-jit PATH")
     return verify_paths(_project(args), _combo(args, arches=_arches(args)), args.paths,
                         arches_given=bool(_arches(args)),
                         models=args.models, upstream_tests=args.upstream_tests,
                         tests_src=dict(_src_overrides(args.tests_src)),
-                        stress=args.stress, sanitize=args.sanitize)
+                        stress=args.stress, sanitize=args.sanitize, ptx_jit=args.ptx_jit)
 
 
 def cmd_doctor(args) -> int:

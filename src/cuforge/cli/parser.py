@@ -93,8 +93,9 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--rebuild", action="store_true",
                    help="rebuild packages whose wheel in the wheelhouse is up to date")
     b.add_argument("--full-kernels", action="store_true",
-                   help="compile every kernel a recipe's [kernels] rules would leave out "
-                        "(spconv: the upstream kernel set; the manifest says which set)")
+                   help="upstream's build: every kernel a recipe's [kernels] rules would leave "
+                        "out (spconv: the upstream kernel set, each ConvParams in a unit of its "
+                        "own); the manifest says which set")
     b.add_argument("--one-at-a-time", action="store_true",
                    help="build packages one after another (default: side by side when free)")
     b.add_argument("--cache", default="", metavar="off|local|dist|DIR|redis://HOST:PORT",
@@ -139,6 +140,11 @@ def make_parser() -> argparse.ArgumentParser:
     v.add_argument("--upstream-tests", action="store_true",
                    help="also run each recipe's [upstream_tests] suite against its wheel")
     _stress_args(v)
+    v.add_argument("--ptx-jit", action="store_true",
+                   help="run --stress/--sanitize on the wheels' PTX: the SASS this GPU would "
+                        "pick is hidden in a copy, so the driver JIT-compiles every kernel, as "
+                        "on a GPU newer than the wheel's SASS (the DGX Spark with a 12.0+PTX "
+                        "build)")
     v.add_argument("--tests-src", action="append", default=[], metavar="NAME=DIR",
                    help="take NAME's suite from DIR (the tree its `path` is relative to) "
                         "instead of fetching it")

@@ -72,9 +72,9 @@ class Combo:
     emulate: bool = False          # build a foreign platform here under QEMU (envs/emulation.toml)
 
     @property
-    def target(self) -> platforms.Platform:
+    def target_platform(self) -> platforms.Platform:
         """The platform the wheels are for (and so the machine that must build them)."""
-        return platforms.get(self.platform) if self.platform else platforms.host()
+        return platforms.get(self.platform) if self.platform else platforms.build_platform()
 
     @property
     def id(self) -> str:
@@ -92,7 +92,8 @@ class Combo:
 
     def wheel_dir(self, wheelhouse: Path) -> Path:
         """``wheelhouse/<platform>/<accel>/torch<ver>-cp<py>/``, e.g. ``linux-aarch64/cu130/...``."""
-        return wheelhouse / self.target.name / self.accel.tag / f"torch{self.torch}-{self.cp}"
+        return (wheelhouse / self.target_platform.name / self.accel.tag
+                / f"torch{self.torch}-{self.cp}")
 
 
 def load_accels(project: Project) -> dict[str, Accel]:

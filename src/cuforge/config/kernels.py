@@ -26,6 +26,9 @@ from cuforge.config.arches import ArchList, parse_target
 from cuforge.core.errors import ConfigError
 
 VARIABLE = "CUFORGE_KERNEL_DROP"   # what the shim reads (builders/shim/cuforge_kernels.py)
+# what patches/cumm conv-params-inline reads: "1" keeps upstream's own translation unit per
+# ConvParams (a full build is upstream's build), anything else defines it in its header
+UNITS_VARIABLE = "CUFORGE_CONV_PARAMS_UNITS"
 FAMILIES = ("gemm", "conv")
 RULE_KEYS = {"family", "algo", "io_dtypes", "arch_at_least", "mirrors", "why"}
 
@@ -78,15 +81,19 @@ class KernelFilter:
         return tuple(r for r in self.rules if r.holds_on(arches))
 
     def env(self, arches: ArchList, wanted: KernelSet | None = None) -> dict[str, str]:
-        """The build's variable: the applicable rules as JSON ("[]": every kernel is built)."""
-        return {VARIABLE: json.dumps([r.as_json() for r in self.applicable(arches, wanted)])}
+        """The build's variables: the applicable rules as JSON ("[]": every kernel is built),
+        and whether each ConvParams keeps a unit of its own (only in a full build)."""
+        full = (wanted or self.default) is KernelSet.FULL
+        return {VARIABLE: json.dumps([r.as_json() for r in self.applicable(arches, wanted)]),
+                UNITS_VARIABLE: "1" if full else "0"}
 
     def describe(self, arches: ArchList, wanted: KernelSet | None = None) -> str:
         """The manifest's words: ``full``, or ``lean`` and what was left out."""
-        rules = self.applicable(arches, wanted)
-        if not rules:
+        if (wanted or self.default) is KernelSet.FULL:
             return KernelSet.FULL.value
-        return "lean: without " + "; ".join(r.describe() for r in rules) + f" (arches {arches})"
+        rules = self.applicable(arches, wanted)
+        kept = ("without " + "; ".join(r.describe() for r in rules)) if rules else "every kernel"
+        return f"lean: {kept}; ConvParams in their headers (arches {arches})"
 
 
 def parse_kernels(table: dict | None, where: str) -> KernelFilter | None:

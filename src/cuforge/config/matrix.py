@@ -20,7 +20,7 @@ def combo_row(combo: Combo, recipes: dict) -> dict:
     except CuforgeError as err:
         order, error = None, str(err)
     return {"id": combo.id, "python": combo.python, "interpreter": combo.interpreter or None,
-            "platform": combo.target.machine if combo.platform else None,
+            "platform": combo.target_platform.machine if combo.platform else None,
             "torch": list(combo.torch_versions), "cuda": str(combo.accel.cuda),
             "toolkit": "system" if combo.toolkit is ToolkitSource.SYSTEM else "pypi",
             "accel": combo.accel.tag, "arches": combo.arches.torch(),

@@ -59,8 +59,10 @@ def get(name: str, *, where: str = "platform") -> Platform:
 
 
 @cache
-def host() -> Platform:
-    """The platform of this machine (one not in the table still gets a usable name)."""
+def build_platform() -> Platform:
+    """The platform of this machine, where cuforge runs and builds (one not in the table
+    still gets a usable name). The platform the wheels are for is a combo's
+    ``target_platform``."""
     machine = _platform.machine()
     for p in known().values():
         if p.machine == machine:
@@ -72,7 +74,7 @@ def host() -> Platform:
 
 def is_foreign(platform: Platform) -> bool:
     """Whether ``platform``'s code cannot run natively here (it needs emulation)."""
-    return platform.machine != host().machine
+    return platform.machine != build_platform().machine
 
 
 def by_elf_machine(elf_machine: str) -> Platform:
@@ -81,4 +83,4 @@ def by_elf_machine(elf_machine: str) -> Platform:
     >>> by_elf_machine("EM_AARCH64").triplet
     'aarch64-linux-gnu'
     """
-    return next((p for p in known().values() if p.elf_machine == elf_machine), host())
+    return next((p for p in known().values() if p.elf_machine == elf_machine), build_platform())

@@ -1,5 +1,27 @@
-"""The one place that runs subprocesses: argument lists, an explicit environment, a log file,
-live streaming on request, and failures turned into clean errors with the log's tail."""
+"""Where cuforge runs its build, install and verification commands: argument lists, an
+explicit environment, a log file, live streaming on request, each command under the supervisor
+(it ends the command's whole tree when cuforge dies), and failures turned into clean errors
+with the log's tail (``run``, ``start``, ``supervised``; ``capture`` for a quick query).
+
+Not every process starts here. These modules call ``subprocess`` or ``os.exec*`` themselves
+(``tests/unit/test_process_runners.py`` holds this list to the code), each for its reason:
+
+- a short query or probe whose exit code or output is the answer, with nothing to log:
+  ``pipeline/sources.py`` (git's plumbing), ``env/toolchain.py`` (``nvcc --dryrun``),
+  ``env/hostcxx.py`` (the compiler probe), ``env/builddeps.py`` (an import probe),
+  ``env/programs.py`` (``uv python find``), ``verify/symbols.py`` (``ldconfig -p``),
+  ``core/elf.py`` (``c++filt``), ``pipeline/compiler_cache.py`` (sccache's client, with its
+  own timeout; its server starts here, ``start``);
+- an install whose failure is a reason, not a build error: ``env/cccl.py`` (the CCCL
+  overlay), ``env/checkoutreqs.py`` (a checkout's requirements: pip's words are read),
+  ``verify/upstream.py`` (uv's install where the env has no pip);
+- the emulation root, as root: ``env/rootrun.py`` (``unshare``, ``mount``, then the command
+  exec'd inside the root), ``env/emulation_setup.py`` (binfmt_misc's mount, dpkg-query,
+  ``qemu --version``, the root's Python);
+- cuforge replaced by another program: ``workstation/shell.py`` (the user's shell, exec'd);
+- not cuforge's process at all: ``pipeline/builders/pep517.py`` (the PEP 517 hook runner,
+  inside the build command this module runs).
+"""
 
 from __future__ import annotations
 

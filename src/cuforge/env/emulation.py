@@ -195,7 +195,7 @@ def native_tools_steps(emu: Emulator, site_packages: Path, dest: Path, uv: str) 
         raise ToolchainError(f"the emulated env lacks {', '.join(absent)}, whose native build "
                              "replaces its compilers", hint="delete the env to recreate it")
     from cuforge.config import platforms
-    here = platforms.host()
+    here = platforms.build_platform()
     machine = here.machine
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
     return [Step((uv, "pip", "install", "--target", str(dest), "--no-deps",

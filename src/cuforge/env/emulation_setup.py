@@ -299,9 +299,10 @@ def _cross_compilers(state_dir: Path, emu: Emulator, fix: str) -> list[Finding]:
             out.append(Finding(False, f"host compiler {name}: no wrapper at {wrapper}", fix))
             continue
         try:
-            host = hostcxx.probe(str(wrapper))
+            compiler = hostcxx.probe(str(wrapper))
         except ToolchainError as err:
             out.append(Finding(False, f"host compiler {name}: {err}", fix))
             continue
-        out.append(Finding(not host.static_libstdcxx, f"host compiler {host.describe()}", fix))
+        out.append(Finding(not compiler.static_libstdcxx, f"host compiler {compiler.describe()}",
+                           fix))
     return out

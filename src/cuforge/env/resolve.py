@@ -44,7 +44,7 @@ class InstallResolution:
 def resolve_command(combo: Combo, reqs_file: Path) -> list[str]:
     """The ``uv pip compile`` call that resolves ``combo`` for its platform."""
     return [find_uv(), "pip", "compile", "--quiet", "--no-header", "--no-annotate",
-            "--no-python-downloads", "--python-platform", combo.target.uv_platform,
+            "--no-python-downloads", "--python-platform", combo.target_platform.uv_platform,
             "--python-version", combo.python, "--only-binary", ":all:", *index_args(combo),
             str(reqs_file)]
 
@@ -63,7 +63,7 @@ def resolve(combo: Combo) -> InstallResolution:
                                     "reach its index, then run again") from None
             raise ToolchainError(
                 f"torch {combo.torch} + the CUDA {combo.accel.cuda} toolkit of combo {combo.id} "
-                f"do not resolve for {combo.target.name}: {err}",
+                f"do not resolve for {combo.target_platform.name}: {err}",
                 hint="check the combo's torch version and torch_index (envs/combos.toml): "
                      "not every torch version has CUDA wheels for every platform") from None
     pins = {}
@@ -71,12 +71,12 @@ def resolve(combo: Combo) -> InstallResolution:
         name, sep, version = line.strip().partition("==")
         if sep:
             pins[name.strip().lower()] = version.strip()
-    found = InstallResolution(combo.id, combo.target.name, combo.torch, pins)
+    found = InstallResolution(combo.id, combo.target_platform.name, combo.torch, pins)
     if not found.cuda_torch:
         where = combo.torch_index or "the default index"
         raise ToolchainError(
-            f"torch {pins.get('torch', combo.torch)} for {combo.target.name} from {where} is a "
-            f"CPU build (combo {combo.id} needs CUDA {combo.accel.cuda})",
+            f"torch {pins.get('torch', combo.torch)} for {combo.target_platform.name} from "
+            f"{where} is a CPU build (combo {combo.id} needs CUDA {combo.accel.cuda})",
             hint="pick a torch version that has CUDA wheels for this platform there, or set "
                  "torch_index to the accel's CUDA index (envs/combos.toml)")
     return found

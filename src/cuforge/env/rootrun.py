@@ -148,21 +148,22 @@ def _mount(*args: str) -> None:
 
 
 def _enter(e: RootEntry) -> None:
-    """In the private mount namespace: show the host data inside, then become the target."""
+    """In the private mount namespace: show this machine's data inside, then become the
+    target."""
     root = Path(e.root)
     for fs, where in (("proc", "proc"), ("sysfs", "sys")):
         (root / where).mkdir(exist_ok=True)
         _mount("-t", fs, fs, str(root / where))
     (root / "dev").mkdir(exist_ok=True)
     _mount("--rbind", "/dev", str(root / "dev"))
-    for host in e.binds:
-        inside = root / host.lstrip("/")
-        if Path(host).is_dir():
+    for outside in e.binds:
+        inside = root / outside.lstrip("/")
+        if Path(outside).is_dir():
             inside.mkdir(parents=True, exist_ok=True)
         else:
             inside.parent.mkdir(parents=True, exist_ok=True)
             inside.touch()
-        _mount("--bind", host, str(inside))
+        _mount("--bind", outside, str(inside))
     os.chroot(root)
     os.chdir(e.cwd)
     os.execvpe(e.argv[0], list(e.argv), {**e.env})

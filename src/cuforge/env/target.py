@@ -1,4 +1,4 @@
-"""Where a combo's code runs, decided once per command: the target and host platforms, the
+"""Where a combo's code runs, decided once per command: the target and build platforms, the
 emulator (or none), the Python a venv is made from, where its toolkit comes from (and whose
 build of the toolkit wheels it gets), the CUDA target folder, the sysroot, uv's platform name,
 and what emulation adds to every command's environment. Machine facts come from
@@ -31,7 +31,7 @@ from cuforge.env.programs import native_python
 class Target:
     combo: str                         # the combo's id, for messages
     platform: Platform                 # what the wheels run on
-    host: Platform                     # this machine
+    build_platform: Platform           # this machine (cuforge runs and builds here)
     # None: the target's code runs natively here (not compared: its table holds dicts, and
     # platform, env and bin_dirs already tell two targets apart)
     emulator: emulation.Emulator | None = field(compare=False)
@@ -108,10 +108,11 @@ class Target:
 def resolve(project: Project, combo: Combo) -> Target:
     """The decision for ``combo`` on this machine. Raises ConfigError for another machine's
     combo unless emulation was asked for (``--emulate``, ``emulate = true``)."""
-    host = platforms.host()
-    require_native(combo, host)
-    foreign = combo.target.machine != host.machine
-    emu = emulation.for_platform(project, combo.target.name) if combo.emulate and foreign else None
+    build_platform = platforms.build_platform()
+    require_native(combo, build_platform)
+    foreign = combo.target_platform.machine != build_platform.machine
+    emu = (emulation.for_platform(project, combo.target_platform.name)
+           if combo.emulate and foreign else None)
     env: tuple[tuple[str, str], ...] = ()
     bin_dirs: tuple[Path, ...] = ()
     missing = None
@@ -124,24 +125,25 @@ def resolve(project: Project, combo: Combo) -> Target:
             base = native_python(combo.interpreter, combo.python)
         except ToolchainError as err:
             base, missing = f"python{combo.python}", err
-    return Target(combo.id, combo.target, host, emu, base, env, bin_dirs, project.state_dir,
-                  missing, combo.toolkit)
+    return Target(combo.id, combo.target_platform, build_platform, emu, base, env, bin_dirs,
+                  project.state_dir, missing, combo.toolkit)
 
 
-def require_native(combo: Combo, host: Platform) -> None:
+def require_native(combo: Combo, build_platform: Platform) -> None:
     """Refuse another machine's combo unless emulation was asked for: torch, the toolkit wheels
     and the import check must run where they build, which on another machine means under QEMU
     (``--emulate`` or a combo's ``emulate = true``, cuforge.env.emulation)."""
-    target = combo.target
-    if target.machine == host.machine or combo.emulate:   # host: this machine, or a test's
+    platform = combo.target_platform
+    # build_platform: this machine, or a test's
+    if platform.machine == build_platform.machine or combo.emulate:
         return
     raise ConfigError(
-        f"combo {combo.id} targets {target.name}, but this machine is {host.name}: "
-        f"{target.machine} wheels are built on {target.machine}, or here under emulation "
+        f"combo {combo.id} targets {platform.name}, but this machine is {build_platform.name}: "
+        f"{platform.machine} wheels are built on {platform.machine}, or here under emulation "
         "only when asked: by default cuforge does not cross-compile",
-        hint=f"pass --emulate (QEMU user mode; for {target.name} from here the combo "
+        hint=f"pass --emulate (QEMU user mode; for {platform.name} from here the combo "
              "spark-emulated, Python 3.11; `cuforge doctor` says whether emulation works, "
              "docs/dgx-spark.md), or run the same command on a "
-             f"{target.name} machine (the DGX Spark itself or an arm64 CI runner, see "
+             f"{platform.name} machine (the DGX Spark itself or an arm64 CI runner, see "
              "`invoke ci-matrix`); `cuforge resolve` checks that the combo's torch and "
              "toolkit install there")

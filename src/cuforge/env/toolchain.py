@@ -30,7 +30,7 @@ NVCC_MEM_PER_JOB = 2.5 * 2**30   # measured: nvcc needs ~2.5 GB per job on torch
 class Toolkit:
     root: Path
     version: Version
-    host: HostCompiler | None = None   # the probed host compiler (cuforge.env.hostcxx.choose)
+    host_compiler: HostCompiler | None = None   # probed (cuforge.env.hostcxx.choose)
     # its headers' and libraries' dirs: an assembled root's are known before it exists (a dry
     # run shows them as the build will use them); a system toolkit's are the ones it has
     include_dirs: tuple[Path, ...] = ()
@@ -121,7 +121,7 @@ def assemble_pypi_toolkit(site_packages: Path, dest: Path, cuda_target: str = ""
     ``targets/`` folder of the platform the wheels are built for (``sbsa-linux`` under
     emulation too; cuforge.config.platforms); default: this machine's.
     """
-    cuda_target = cuda_target or platforms.host().cuda_target
+    cuda_target = cuda_target or platforms.build_platform().cuda_target
     nvidia = site_packages / "nvidia"
     parts = sorted(p for p in nvidia.glob("*") if p.is_dir()) if nvidia.is_dir() else []
     if not any((p / "bin" / "nvcc").exists() for p in parts):
@@ -303,7 +303,7 @@ def build_environment(toolkit: Toolkit, archs: ArchList, *, jobs: int, cxx11_abi
         # `-t` only: ccache does not hash NVCC_APPEND_FLAGS, so nothing output-changing goes here.
         "NVCC_APPEND_FLAGS": f"-t {threads or nvcc_threads(jobs, len(archs))}",
         "CUFORGE_TORCH_CXX11_ABI": "1" if cxx11_abi else "0",
-        **(toolkit.host.environment() if toolkit.host else {}),
+        **(toolkit.host_compiler.environment() if toolkit.host_compiler else {}),
     }
 
 

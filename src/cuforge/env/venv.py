@@ -268,8 +268,8 @@ def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
         toolkit = pypi_toolkit_at(dest, combo.accel.cuda, env=run_env)
     # Before anything compiles: a host compiler that links libstdc++ statically is replaced
     # (or refused with the fix) here, once per build.
-    host, note = hostcxx.choose(combo.host_cxx, combo.host_cc, combo.host_fallbacks,
-                                search=dict(target.step_env()).get("PATH"))
+    host_compiler, note = hostcxx.choose(combo.host_cxx, combo.host_cc, combo.host_fallbacks,
+                                         search=dict(target.step_env()).get("PATH"))
     if note:
         print(f"note: {note}", file=sys.stderr)
     spec = cccl.overlay_spec(combo.accel.cccl_overlay)
@@ -277,7 +277,7 @@ def _toolkit(combo: Combo, info: TorchInfo, dest: Path, target: Target, *,
         inc = (cccl.ensure_overlay(state_dir, spec, info.python) if assemble and overlay else
                cccl.overlay_include(cccl.overlay_dir(state_dir, spec)))
         toolkit = replace(toolkit, include_dirs=(inc, *toolkit.include_dirs))
-    return replace(toolkit, host=host,
+    return replace(toolkit, host_compiler=host_compiler,
                    cccl=cccl.version_in([*toolkit.include_dirs, *info.nvidia_include]))
 
 

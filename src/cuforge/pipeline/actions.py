@@ -29,11 +29,11 @@ def do(ctx: BuildContext, pkg: PackagePlan, action: Action, log: Path) -> None:
 
 
 def _check(ctx: BuildContext, pkg: PackagePlan, action: Action, log: Path) -> None:
-    syslibs.require_headers(pkg.recipe, ctx.env.target.sysroot)
+    syslibs.require_headers(pkg.recipe, ctx.combo_env.target.sysroot)
 
 
 def _guard(ctx: BuildContext, pkg: PackagePlan, action: Action, log: Path) -> None:
-    builddeps.require_not_installed(ctx.env.python, own_modules(pkg.recipe), pkg.name,
+    builddeps.require_not_installed(ctx.combo_env.python, own_modules(pkg.recipe), pkg.name,
                                     ctx.run_env)
 
 
@@ -112,7 +112,7 @@ def _deps_steps(ctx: BuildContext, pkg: PackagePlan, log: Path | None = None,
                              "dependencies")
         else:
             wheel = ctx.house.verified(entry)   # the bytes its line recorded
-        step = builddeps.install_step(ctx.env.python, wheel, target, ctx.run_env)
+        step = builddeps.install_step(ctx.combo_env.python, wheel, target, ctx.run_env)
         if step is None:
             same.append(wheel.name)
         else:
@@ -124,7 +124,7 @@ def _deps_steps(ctx: BuildContext, pkg: PackagePlan, log: Path | None = None,
 
 
 # One handler per action kind. The verification stages are the executor's own: the build from
-# source stops at VERIFY, and a prebuilt wheel's GATE is wheelsource._try_prebuilt's
+# source stops at VERIFY, and a prebuilt wheel's ACCEPT is wheelsource._try_prebuilt's
 # decision.
 HANDLERS = {ActionKind.CHECK: _check, ActionKind.GUARD: _guard,
             ActionKind.FETCH: _fetch, ActionKind.PATCH: _patch,
@@ -132,7 +132,7 @@ HANDLERS = {ActionKind.CHECK: _check, ActionKind.GUARD: _guard,
             ActionKind.SEED: _seed, ActionKind.REMEMBER: _remember,
             ActionKind.RUN: _run}
 
-STAGES = frozenset({ActionKind.VERIFY, ActionKind.GATE})
+STAGES = frozenset({ActionKind.VERIFY, ActionKind.ACCEPT})
 
 
 def reset_build_dir(work: Path, source_key: str, *, fresh: bool = False) -> None:

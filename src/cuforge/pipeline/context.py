@@ -44,7 +44,7 @@ class BuildContext:
 
     project: Project
     req: BuildRequest
-    env: ComboEnv
+    combo_env: ComboEnv
     plan: Plan
     log_dir: Path
     recipe_names: frozenset[str]   # never installed from an index (runtimedeps.split)
@@ -57,15 +57,15 @@ class BuildContext:
     state: RunState = field(default_factory=RunState, compare=False)
 
 
-def open_context(project: Project, req: BuildRequest, env: ComboEnv, plan: Plan,
+def open_context(project: Project, req: BuildRequest, combo_env: ComboEnv, plan: Plan,
                  log_dir: Path, recipe_names: frozenset[str], progress: Progress
                  ) -> BuildContext:
     """The build's context; its wheelhouse opened (a publish a killed run left half-done is
     finished or undone first)."""
     house = Wheelhouse.open(plan.wheel_dir, project.wheelhouse_named_by)
     side_by_side = plan.pooled or sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
-    run_env = env.target.step_env()
-    checking = context_from(env.info, None, run_env, no_device=env.target.no_device,
-                            sysroot=env.target.sysroot)
-    return BuildContext(project, req, env, plan, log_dir, recipe_names, run_env, checking,
+    run_env = combo_env.target.step_env()
+    checking = context_from(combo_env.info, None, run_env, no_device=combo_env.target.no_device,
+                            sysroot=combo_env.target.sysroot)
+    return BuildContext(project, req, combo_env, plan, log_dir, recipe_names, run_env, checking,
                         house, progress, side_by_side)

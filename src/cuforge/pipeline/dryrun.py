@@ -27,21 +27,22 @@ def dry_run(project: Project, req: BuildRequest, order: list[Recipe], log_dir: P
               f"arches {combo.arches}")
     out.print(f"# build order: {' -> '.join(r.name for r in order)}")
     if target.emulated:
-        out.print(f"# emulated: {combo.target.name} code runs under QEMU (envs/emulation.toml); "
-                  "every command below gets " + " ".join(f"{k}={v}" for k, v in target.env))
-    env = venv.inspect(project.state_dir, combo, target)
-    if env is None:
+        out.print(f"# emulated: {combo.target_platform.name} code runs under QEMU "
+                  "(envs/emulation.toml); every command below gets "
+                  + " ".join(f"{k}={v}" for k, v in target.env))
+    combo_env = venv.inspect(project.state_dir, combo, target)
+    if combo_env is None:
         for step in venv.creation_steps(project.state_dir, combo, target):
             out.print(step.render(), markup=False)
-        env = venv.predicted(project.state_dir, combo, target)
+        combo_env = venv.predicted(project.state_dir, combo, target)
         out.print("# the env does not exist yet: the paths below are as it will be made")
-    elif env.root is not None:
-        out.print(f"# env {env.root} is ready: nothing to install")
+    elif combo_env.root is not None:
+        out.print(f"# env {combo_env.root} is ready: nothing to install")
     else:
-        out.print(f"# interpreter {env.python}: torch {env.info.torch_full}"
+        out.print(f"# interpreter {combo_env.python}: torch {combo_env.info.torch_full}"
                   + (f" (not the combo's {combo.torch}: its own decides)"
-                     if env.combo.torch != combo.torch else ""))
-    plan = make_plan(project, req, env, order, log_dir=log_dir)
+                     if combo_env.combo.torch != combo.torch else ""))
+    plan = make_plan(project, req, combo_env, order, log_dir=log_dir)
     out.print(f"# wheel dir: {plan.wheel_dir}")
     how = (f"each may start {plan.jobs} compilers, and {plan.jobs} compile slots "
            "($CUFORGE_SLOTS, a FIFO made when the build starts) keep the machine at the budget"

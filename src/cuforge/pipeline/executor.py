@@ -83,27 +83,28 @@ def build(project: Project, req: BuildRequest,
     preparing = f"{req.combo.id}: preparing the environment (log: {log_dir / 'env.log'})"
     with timed(lambda: preparing,
                spinner=f"[bold]{escape(req.combo.id)}[/]: preparing the environment"):
-        env = venv.prepare(project.state_dir, req.combo, req.target, log=log_dir / "env.log",
-                           verbose=req.verbose, interpreter=req.interpreter)
-    combo = env.combo   # an interpreter's own torch decides (venv): so does the dry run's
-    how = "reused" if env.reused else "created"
+        combo_env = venv.prepare(project.state_dir, req.combo, req.target,
+                                 log=log_dir / "env.log", verbose=req.verbose,
+                                 interpreter=req.interpreter)
+    combo = combo_env.combo   # an interpreter's own torch decides (venv): so does the dry run's
+    how = "reused" if combo_env.reused else "created"
     console.print(f"[bold]{combo.id}[/]: env {how} in {time.monotonic() - t0:.1f} s "
-                  f"(torch {env.info.torch_full}, CUDA {env.toolkit.version} at "
-                  f"{env.toolkit.root})")
+                  f"(torch {combo_env.info.torch_full}, CUDA {combo_env.toolkit.version} at "
+                  f"{combo_env.toolkit.root})")
     with timed(lambda: f"{combo.id}: planning"):
-        build_plan = make_plan(project, req, env, order, log_dir=log_dir)
-    executor = Executor(project, req, env, build_plan, log_dir, frozenset(recipes))
+        build_plan = make_plan(project, req, combo_env, order, log_dir=log_dir)
+    executor = Executor(project, req, combo_env, build_plan, log_dir, frozenset(recipes))
     try:
         with slots.pool(project.state_dir, build_plan.jobs) if build_plan.pooled else nullcontext():
             outcome = executor.run()
         if req.upstream_tests:
             from cuforge.pipeline.upstream_stage import upstream_stage
-            upstream_stage(project, env, build_plan.wheel_dir, outcome.entries,
+            upstream_stage(project, combo_env, build_plan.wheel_dir, outcome.entries,
                            {r.name: r for r in order}, dict(req.src_overrides), console)
         if req.stress:
-            _stress(project, env, build_plan.wheel_dir, outcome.entries, order)
+            _stress(project, combo_env, build_plan.wheel_dir, outcome.entries, order)
         if req.sanitize:
-            _stress(project, env, build_plan.wheel_dir, outcome.entries, order, sanitize=True)
+            _stress(project, combo_env, build_plan.wheel_dir, outcome.entries, order, sanitize=True)
     except CuforgeError:   # a failed package stopped the build: the summary still counts
         _print_results(executor, log_dir, time.monotonic() - t0)
         report(build_report(executor, log_dir, time.monotonic() - t0))
@@ -123,13 +124,13 @@ def _print_results(executor: Executor, log_dir: Path, seconds: float) -> None:
     console.print(summary_line(executor, log_dir, seconds), soft_wrap=True)
 
 
-def _stress(project: Project, env, wheel_dir: Path, entries, order, *,
+def _stress(project: Project, combo_env: venv.ComboEnv, wheel_dir: Path, entries, order, *,
             sanitize: bool = False) -> None:
     """The stress stage (``--stress``; ``--sanitize``: short, under memcheck); a failed stress
     fails the build as a failed check does (exit 7)."""
     from cuforge.core.errors import VerifyError
     from cuforge.pipeline.stress_stage import stress_stage
-    results = stress_stage(project, env, wheel_dir, entries, {r.name: r for r in order},
+    results = stress_stage(project, combo_env, wheel_dir, entries, {r.name: r for r in order},
                            console, sanitize=sanitize)
     failed = [r for r in results if r.failed]
     if failed:
@@ -185,9 +186,9 @@ class Executor:
     budget is free (shares never add up to more than the budget); commands that change the
     combo env (pip install) run one at a time. What the packages share is ``ctx``."""
 
-    def __init__(self, project: Project, req: BuildRequest, env: venv.ComboEnv, plan: Plan,
+    def __init__(self, project: Project, req: BuildRequest, combo_env: venv.ComboEnv, plan: Plan,
                  log_dir: Path, recipe_names: frozenset[str]) -> None:
-        self.ctx: BuildContext = open_context(project, req, env, plan, log_dir, recipe_names,
+        self.ctx: BuildContext = open_context(project, req, combo_env, plan, log_dir, recipe_names,
                                               live_progress(console))
         self.plan = plan
         self.started = time.monotonic()
@@ -287,9 +288,10 @@ class Executor:
     def _check_host(self):
         """The checks of every wheel of this run share one interpreter of the env (each check
         a child of it): torch is imported once per run, not three times per wheel."""
-        from cuforge.verify import host
-        env = self.ctx.env
-        return host.serving(env.info.python, self.ctx.run_env, enabled=not env.target.emulated)
+        from cuforge.verify import check_host
+        combo_env = self.ctx.combo_env
+        return check_host.serving(combo_env.info.python, self.ctx.run_env,
+                                  enabled=not combo_env.target.emulated)
 
     def _package(self, pkg: PackagePlan) -> Entry:
         if pkg.skip:

@@ -56,7 +56,7 @@ def publish(ctx: BuildContext, pkg: PackagePlan, made: Made, log: Path, started:
         arches_requested=pkg.archs.torch(), arches_embedded=embedded,
         arch_policy=pkg.policy, checks=checks,
         kernels=pkg.kernels if how is Status.COMPILED else "", torch=ctx.plan.combo.torch,
-        python=ctx.plan.combo.python, cuda=str(ctx.env.toolkit.version),
+        python=ctx.plan.combo.python, cuda=str(ctx.combo_env.toolkit.version),
         build_seconds=seconds, log=str(log),
         reason="; ".join(filter(None, (made.note, recipe.arches.explain(ctx.plan.combo.arches,
                                                                         pkg.policy)))),
@@ -64,7 +64,7 @@ def publish(ctx: BuildContext, pkg: PackagePlan, made: Made, log: Path, started:
         compiler_cache=ctx.state.cache_reports[pkg.name].as_dict()
         if how is Status.COMPILED else {},
         runtime_installed=ctx.state.runtime.get(upstream, []),   # keyed before pinning
-        cccl=ctx.env.toolkit.cccl if how is Status.COMPILED else "")
+        cccl=ctx.combo_env.toolkit.cccl if how is Status.COMPILED else "")
     if runner.stopping():   # interrupted while this thread verified: publish nothing
         raise BuildError(f"{recipe.name}: interrupted before it was published")
     entry = ctx.house.publish(wheel, entry)
@@ -93,7 +93,7 @@ def torch_build(ctx: BuildContext) -> TorchBuild:
     """The env's torch as an index lists it (a probe of the env's Python: once per run)."""
     from cuforge.publish import rewrite
     if ctx.state.torch_dist is None:
-        ctx.state.torch_dist = rewrite.torch_build(ctx.env.python, ctx.env.info.torch,
+        ctx.state.torch_dist = rewrite.torch_build(ctx.combo_env.python, ctx.combo_env.info.torch,
                                                    ctx.run_env)
     return ctx.state.torch_dist
 
@@ -154,13 +154,13 @@ def install_runtime_requirements(ctx: BuildContext, wheel: Path, log: Path) -> N
     if not reqs:   # torch and wheelhouse packages never come from an index (runtimedeps)
         return
     with ctx.env_lock:
-        todo = unmet(ctx.env.python, reqs, env=dict(ctx.run_env))
+        todo = unmet(ctx.combo_env.python, reqs, env=dict(ctx.run_env))
         if todo:
-            run(install_step(ctx.env.python, wheel.name, todo, ctx.env.info.torch,
+            run(install_step(ctx.combo_env.python, wheel.name, todo, ctx.combo_env.info.torch,
                              ctx.run_env), log=log)
         else:   # pip's resolver would only say so, in seconds (cuforge.verify.requirements)
             runner.note(log, f"runtime requirements of {wheel.name}: met already in "
-                        f"{ctx.env.python} ({', '.join(reqs)}); pip not run")
+                        f"{ctx.combo_env.python} ({', '.join(reqs)}); pip not run")
 
 
 def describe_sources(recipe: Recipe) -> str:

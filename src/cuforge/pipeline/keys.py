@@ -13,9 +13,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuforge.config.arches import ArchPolicy
 from cuforge.config.recipes import Recipe, Source
 from cuforge.core.project import Project
 from cuforge.core.runner import Step
+from cuforge.env.venv import ComboEnv
 from cuforge.pipeline import sources
 from cuforge.pipeline.fingerprint import files_digest, key_of, tree_digest
 
@@ -34,9 +36,9 @@ class PackageKeys:
     source_key: str                       # over the sources and the env that built them
 
 
-def package_keys(project: Project, recipe: Recipe, env, *, patch_sets: tuple[str, ...],
-                 archs: str, policy: str, skip: str, commands: dict[str, Step],
-                 depends: dict[str, str]) -> PackageKeys:
+def package_keys(project: Project, recipe: Recipe, combo_env: ComboEnv, *,
+                 patch_sets: tuple[str, ...], archs: str, policy: ArchPolicy, skip: str,
+                 commands: dict[str, Step], depends: dict[str, str]) -> PackageKeys:
     """The keys of one package build: ``commands`` are its build commands as they run
     without launchers (by their place among the actions), ``depends`` its dependencies' keys."""
     source_inputs = {"source": _source_identity(recipe.source, project, content=False),
@@ -47,21 +49,21 @@ def package_keys(project: Project, recipe: Recipe, env, *, patch_sets: tuple[str
               "source": _source_identity(recipe.source, project, content=True),
               "recipe": recipe_digest(project, recipe),
               "arches": archs, "policy": policy, "skip": skip,
-              "torch": env.combo.torch, "python": env.combo.python,
-              "cuda": str(env.toolkit.version),
+              "torch": combo_env.combo.torch, "python": combo_env.combo.python,
+              "cuda": str(combo_env.toolkit.version),
               "commands": key_of({i: _step_identity(step) for i, step in commands.items()}),
               "build_requires": " ".join(recipe.build_requires)}
     inputs.update({f"dep:{d}": key for d, key in depends.items()})
     return PackageKeys(tuple(sorted(inputs.items())), key_of(inputs),
-                       _resume_key(source_inputs, env))
+                       _resume_key(source_inputs, combo_env))
 
 
-def _resume_key(source_inputs: dict, env) -> str:
+def _resume_key(source_inputs: dict, combo_env: ComboEnv) -> str:
     """What decides whether a work dir's tree and build state are kept (resume): the sources,
     and the env that built them. A tree another env built (another clone sharing build_dir, a
     recreated env) starts fresh: its CMake cache and ninja state name that env's compilers,
     include dirs and rpaths."""
-    return key_of({**source_inputs, "built_by": str(env.python)})
+    return key_of({**source_inputs, "built_by": str(combo_env.python)})
 
 
 def _source_identity(source: Source, project: Project, *, content: bool) -> str:

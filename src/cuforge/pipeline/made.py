@@ -1,5 +1,6 @@
-"""A package's verified wheel as the wheel sources hand it to the gate (``Made``), and a team
-wheel checked ahead of its dependencies (``Ahead``): data only."""
+"""A package's verified wheel as the wheel sources hand it to the gate (``Made``), why a source
+gave none (``Refused``), and a team wheel checked ahead of its dependencies (``Ahead``): data
+only."""
 
 from __future__ import annotations
 
@@ -21,6 +22,14 @@ class Made:
     embedded: dict[str, list[str]]
     note: str = ""             # e.g. why the published wheel was not used
     team: str = ""             # the team index it came from (--wheels): published as it is
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a wheel source (the team's index, the recipe's prebuilt wheel) gave no wheel: the
+    next source is tried, and the reason is said (and kept as the manifest's note)."""
+
+    why: str
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from cuforge.config.recipes import BuildKind, Recipe, Source
 from cuforge.pipeline.request import BuildRequest
 from cuforge.core.runner import Step
 from cuforge.env.toolchain import build_environment, jobs_within_memory, mem_available
-from cuforge.verify.checklist import CHECKS, PREBUILT_GATE
+from cuforge.env.venv import ComboEnv
+from cuforge.verify.checklist import CHECKS, PREBUILT_MUST_PASS
 
 console = make_console(stderr=True)
 
@@ -49,7 +50,7 @@ class ActionKind(StrEnum):
     SEED = "seed"              # CMake's kept compiler detection into a fresh build dir
     REMEMBER = "remember"      # CMake's compiler detection kept for the next fresh build dir
     VERIFY = "verify"          # the wheel's checks (the executor's own stage, after the build)
-    GATE = "gate"              # a prebuilt wheel's checks (decide: keep it, or compile)
+    ACCEPT = "accept"          # a prebuilt wheel's checks (decide: keep it, or compile)
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class Action:
 class PackagePlan:
     recipe: Recipe
     archs: ArchList            # after the recipe's arch rule
-    policy: str
+    policy: ArchPolicy
     skip: str                  # non-empty: not built, and why
     work: Path
     src: Path                  # the tree the build command compiles, once fetched
@@ -141,11 +142,11 @@ def work_dir(project: Project, req: BuildRequest, combo: Combo, recipe: Recipe) 
     return root / combo.env_id / recipe.name
 
 
-def make_plan(project: Project, req: BuildRequest, env, order: list[Recipe], *,
+def make_plan(project: Project, req: BuildRequest, combo_env: ComboEnv, order: list[Recipe], *,
               log_dir: Path) -> Plan:
-    """The plan for ``order`` (dependencies first) in the combo env ``env``; ``log_dir``: where
-    the build's logs go (the executor's choice: sccache's error log goes beside them)."""
-    combo = env.combo
+    """The plan for ``order`` (dependencies first) in ``combo_env``; ``log_dir``: where the
+    build's logs go (the executor's choice: sccache's error log goes beside them)."""
+    combo = combo_env.combo
     slot_script = slots_launcher(project, order, req)
     pooled = slot_script is not None
     shares = ({r.name: req.jobs for r in order} if req.one_at_a_time or pooled
@@ -154,7 +155,7 @@ def make_plan(project: Project, req: BuildRequest, env, order: list[Recipe], *,
                           alone=req.one_at_a_time or sum(r.kind.compiles for r in order) < 2)
     planned: dict[str, PackagePlan] = {}
     for recipe in order:
-        planned[recipe.name] = _package_plan(project, req, env, recipe, shares[recipe.name],
+        planned[recipe.name] = _package_plan(project, req, combo_env, recipe, shares[recipe.name],
                                              planned, log_dir, slot_script, memory)
     return Plan(combo, req.jobs, wheel_dir(project, combo), tuple(planned.values()), pooled)
 
@@ -230,11 +231,11 @@ class MemoryBudget:
                                f"{self.avail / 2**30:.0f} GB available{beside}")
 
 
-def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs: int,
-                  planned: dict[str, PackagePlan], log_dir: Path,
+def _package_plan(project: Project, req: BuildRequest, combo_env: ComboEnv, recipe: Recipe,
+                  jobs: int, planned: dict[str, PackagePlan], log_dir: Path,
                   slot_script: Path | None = None,
                   memory: MemoryBudget | None = None) -> PackagePlan:
-    combo = env.combo
+    combo = combo_env.combo
     mapped = package_arches(recipe, combo, req)
     archs = mapped if mapped is not None else combo.arches
     jobs, threads, jobs_note = (memory.jobs_for(recipe, archs, jobs) if memory
@@ -250,8 +251,8 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
     defines = tuple((var, str(source_root(extra, work / "extra" / var)))
                     for var, extra in recipe.extra_sources)
     builder = kind_module(recipe.kind)   # the kind's module, asked once per package
-    defines += builder.torch_defines(env.info)
-    env_vars = {**dict(job_env(env, recipe, archs, jobs, threads)), **dict(defines)}
+    defines += builder.torch_defines(combo_env.info)
+    env_vars = {**dict(job_env(combo_env, recipe, archs, jobs, threads)), **dict(defines)}
     kernels = ""   # the kernel set, judged on the devices the combo targets (config/kernels.py)
     if recipe.kernels is not None and recipe.kind.compiles:
         env_vars.update(recipe.kernels.env(combo.arches, req.kernels))
@@ -267,14 +268,14 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
     cache, cache_off, uncached, bare = None, "", {}, {}
     if req.prefer_prebuilt and recipe.prebuilt and recipe.kind.compiles:
         prebuilt = (_clean(work / "prebuilt"),
-                    *_run_all(download_steps(env, recipe, archs, work / "prebuilt", env_vars,
+                    *_run_all(download_steps(combo_env, recipe, archs, work / "prebuilt", env_vars,
                                              req.verbose)),
                     *_deps(recipe, work),   # its import check needs them too
-                    Action(ActionKind.GATE, f"verify the prebuilt wheel ({', '.join(CHECKS)}); "
-                           f"keep it only if {', '.join(PREBUILT_GATE)} pass"))
+                    Action(ActionKind.ACCEPT, f"verify the prebuilt wheel ({', '.join(CHECKS)}); "
+                           f"keep it only if {', '.join(PREBUILT_MUST_PASS)} pass"))
     if not recipe.kind.compiles:
         actions = [_clean(work / "dist"),
-                   *_run_all(download_steps(env, recipe, archs, work / "dist", env_vars,
+                   *_run_all(download_steps(combo_env, recipe, archs, work / "dist", env_vars,
                                             req.verbose)),
                    *_deps(recipe, work)]   # verified importable: pccm imports ccimport
     else:
@@ -295,18 +296,18 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
                                path=dest) for p in recipe.patches]
         if recipe.build_requires:
             actions.append(Action(ActionKind.RUN, f"build requirements of {recipe.name}", Step(
-                (str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
-                 *recipe.build_requires), env.target.step_env(),
+                (str(combo_env.python), "-m", "pip", "install", "--disable-pip-version-check",
+                 *recipe.build_requires), combo_env.target.step_env(),
                 description=f"build requirements of {recipe.name}"), shares_env=True))
         actions += _deps(recipe, work)
         actions.append(_clean(work / "dist"))
         cache, cache_off = compiler_cache.plan_for(project, combo, req.cache, recipe, log_dir)
-        job = BuildJob(recipe, env.python, src, work / "dist", work / "build", archs, env_vars,
-                       req.verbose, project.root / "native" / "cmake", defines, cache,
-                       slot_script, None if cache and cache.across_clones or env.target.emulated
+        job = BuildJob(recipe, combo_env.python, src, work / "dist", work / "build", archs,
+                       env_vars, req.verbose, project.root / "native" / "cmake", defines, cache,
+                       slot_script, None if cache and cache.across_clones or combo_env.target.emulated
                        else path_maps(work, recipe.name, project=project.root,
-                                      site_packages=env.info.site_packages,
-                                      toolkit=env.toolkit.root))
+                                      site_packages=combo_env.info.site_packages,
+                                      toolkit=combo_env.toolkit.root))
         built = builder.steps(job)
         actions += _with_cmake_seed(builder, job, _run_all(built))
         uncached = dict(zip(built, builder.steps(replace(job, cache=None)))) if cache else {}
@@ -315,7 +316,7 @@ def _package_plan(project: Project, req: BuildRequest, env, recipe: Recipe, jobs
     actions.append(Action(ActionKind.VERIFY, f"verify ({', '.join(CHECKS)}) "
                           "after installing the wheel's runtime requirements"))
 
-    keys = package_keys(project, recipe, env, patch_sets=patch_sets, archs=archs.torch(),
+    keys = package_keys(project, recipe, combo_env, patch_sets=patch_sets, archs=archs.torch(),
                         policy=policy, skip=skip,
                         commands={f"{i}": bare.get(a.step, a.step)
                                   for i, a in enumerate((*prebuilt, *actions)) if a.step},
@@ -368,26 +369,26 @@ def _with_cmake_seed(builder: KindModule, job: BuildJob, runs: list[Action]) -> 
                    path=job.build_dir)]
 
 
-def download_steps(env, recipe: Recipe, archs: ArchList, out: Path,
+def download_steps(combo_env: ComboEnv, recipe: Recipe, archs: ArchList, out: Path,
                    env_vars: tuple[tuple[str, str], ...], verbose: bool) -> list[Step]:
     """``pip download`` of the recipe's published wheel into ``out``."""
     pre = replace(recipe, kind=BuildKind.PREBUILT,
-                  prebuilt_find_links=_fmt(recipe.prebuilt_find_links, env, archs))
+                  prebuilt_find_links=_fmt(recipe.prebuilt_find_links, combo_env, archs))
     return kind_module(BuildKind.PREBUILT).steps(
-        BuildJob(pre, env.python, out, out, out, archs, env_vars, verbose))
+        BuildJob(pre, combo_env.python, out, out, out, archs, env_vars, verbose))
 
 
-def _fmt(text: str, env, archs: ArchList) -> str:
-    return text.format(torch=env.info.torch, **placeholders(env, archs))
+def _fmt(text: str, combo_env: ComboEnv, archs: ArchList) -> str:
+    return text.format(torch=combo_env.info.torch, **placeholders(combo_env, archs))
 
 
-def placeholders(env, archs: ArchList) -> dict[str, str]:
+def placeholders(combo_env: ComboEnv, archs: ArchList) -> dict[str, str]:
     """What a recipe's ``[arches].env``, ``[env]`` and find-links may name
     (docs/adding-a-package.md)."""
     return {"torch_list": archs.torch_env(), "cmake_list": archs.cmake(),
             "compact": ";".join(a.number for a in archs.sass),
-            "compact_targets": archs.compact(), "cuda": str(env.toolkit.version),
-            "accel": env.combo.accel.tag}
+            "compact_targets": archs.compact(), "cuda": str(combo_env.toolkit.version),
+            "accel": combo_env.combo.accel.tag}
 
 
 def source_root(source: Source, dest: Path) -> Path:
@@ -428,17 +429,17 @@ def package_arches(recipe: Recipe, combo: Combo, req: BuildRequest) -> ArchList 
     return rule.map(combo.arches)
 
 
-def job_env(env, recipe: Recipe, archs: ArchList, jobs: int, threads: int | None = None
-            ) -> tuple[tuple[str, str], ...]:
+def job_env(combo_env: ComboEnv, recipe: Recipe, archs: ArchList, jobs: int,
+            threads: int | None = None) -> tuple[tuple[str, str], ...]:
     """The variables a package build gets on top of the user's environment (``threads``:
     nvcc's -t where the memory budget chose it)."""
-    base = build_environment(env.toolkit, archs, jobs=jobs, threads=threads,
-                             cxx11_abi=env.info.cxx11_abi,
-                             extra_include=list(env.info.nvidia_include),
-                             extra_lib=list(env.info.nvidia_lib),
-                             bin_dirs=[env.bin_dir, *env.target.bin_dirs])
-    base.update(env.target.env)   # emulation's variables: in the step, so in the key
-    fmt = placeholders(env, archs)
+    base = build_environment(combo_env.toolkit, archs, jobs=jobs, threads=threads,
+                             cxx11_abi=combo_env.info.cxx11_abi,
+                             extra_include=list(combo_env.info.nvidia_include),
+                             extra_lib=list(combo_env.info.nvidia_lib),
+                             bin_dirs=[combo_env.bin_dir, *combo_env.target.bin_dirs])
+    base.update(combo_env.target.env)   # emulation's variables: in the step, so in the key
+    fmt = placeholders(combo_env, archs)
     if recipe.arches.append_gencode:
         # Arches change the output, and ccache does not hash NVCC_APPEND_FLAGS: keep torch's
         # automatic compiler cache off for such builds.

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cuforge.config.combos import Combo
 from cuforge.core.project import Project
+from cuforge.env.venv import ComboEnv
 from cuforge.publish.wheelhouse import Wheelhouse
 
 
@@ -93,12 +94,12 @@ def record_check(wheel: Path, result) -> None:
                                 time=datetime.now(timezone.utc).isoformat(timespec="seconds")))
 
 
-def upstream_stage(project: Project, env, house_dir: Path, entries,
+def upstream_stage(project: Project, combo_env: ComboEnv, house_dir: Path, entries,
                    recipes: dict, source_overrides: dict[str, Path], console) -> None:
     """A build's last stage (``build --upstream-tests``): each built or prebuilt wheel's
     upstream suite, its verdict printed and recorded in the manifest."""
-    stage = UpstreamStage(project, env.python, env.combo, {}, source_overrides,
-                          env.target.step_env())
+    stage = UpstreamStage(project, combo_env.python, combo_env.combo, {}, source_overrides,
+                          combo_env.target.step_env())
     each_wheel(stage, lambda r: r.upstream_tests is not None, house_dir, entries, recipes,
                console)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.text import Text
 
 from cuforge.env import venv
+from cuforge.env.venv import ComboEnv
 from cuforge.publish import wheelmeta
 from cuforge.config.combos import Combo
 from cuforge.core import jsonout
@@ -61,7 +62,7 @@ def _shown(path: Path) -> Path:
         return path
 
 
-def model_reports(project: Project, env, wheels: list[Path]) -> list:
+def model_reports(project: Project, combo_env: ComboEnv, wheels: list[Path]) -> list:
     """Run each stack's miniature (``miniature`` in ``stacks/*.toml``: ptv3_tiny, milo_tiny)
     whose required packages are all among ``wheels``, with every wheel importable together
     (the model stage for wheels used without a checkout), reported like one package per
@@ -88,8 +89,8 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
                 result = CheckResult("smoke", "skipped", f"skipped: the {name} stack's "
                                      f"{', '.join(lacking)} not among the wheels")
             else:
-                result = check_smoke(env.python, script, roots,
-                                     env=dict(env.target.step_env()))
+                result = check_smoke(combo_env.python, script, roots,
+                                     env=dict(combo_env.target.step_env()))
             out.append(WheelReport(script, f"model:{script.stem}",
                                    [CheckResult("smoke", result.status, result.detail)]))
     return out
@@ -98,29 +99,31 @@ def model_reports(project: Project, env, wheels: list[Path]) -> list:
 def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_given: bool,
                  models: bool = False, upstream_tests: bool = False,
                  tests_src: dict[str, Path] | None = None, stress: bool = False,
-                 sanitize: bool = False) -> int:
+                 sanitize: bool = False, ptx_jit: bool = False) -> int:
     from cuforge.publish.index import has_index, verify_index
-    from cuforge.verify import context_from, host, render_table, verify_wheel
+    from cuforge.verify import check_host, context_from, render_table, verify_wheel
     from cuforge.verify.report import outcome_line
     from cuforge.verify.wheel import package_name
     for path in paths:   # first: reading bytes, no env; a stale index fails what installs from it
         if path.is_dir() and has_index(path):
             verify_index(path)
-    env = venv.prepare(project.state_dir, combo, resolve(project, combo),
-                       log=project.state_dir / "logs" / "verify.log", compiles=False)
+    combo_env = venv.prepare(project.state_dir, combo, resolve(project, combo),
+                             log=project.state_dir / "logs" / "verify.log", compiles=False)
     from packaging.utils import canonicalize_name
     recipes = {canonicalize_name(name): r for name, r in load_recipes(project).items()}
     wheels = collect_wheels(paths, project.wheelhouse)
     by_package = {package_name(w): w for w in wheels}
     reports = []
-    suites = (UpstreamStage(project, env.python, combo, tests_src or {},
-                            run_env=env.target.step_env()) if upstream_tests else None)
-    stages = _stress_stages(project, env, stress=stress, sanitize=sanitize)
+    suites = (UpstreamStage(project, combo_env.python, combo, tests_src or {},
+                            run_env=combo_env.target.step_env()) if upstream_tests else None)
+    stages = _stress_stages(project, combo_env, stress=stress, sanitize=sanitize, ptx_jit=ptx_jit)
     started, now = time.monotonic(), {"wheel": ""}
     beat = timed(lambda: f"verify: {now['wheel']}, wheel {len(reports) + 1} of {len(wheels)}")
-    hosted = host.serving(env.python, env.target.step_env(), enabled=not env.target.emulated)
-    checking = context_from(env.info, None, env.target.step_env(),
-                            no_device=env.target.no_device, sysroot=env.target.sysroot)
+    hosted = check_host.serving(combo_env.python, combo_env.target.step_env(),
+                                enabled=not combo_env.target.emulated)
+    checking = context_from(combo_env.info, None, combo_env.target.step_env(),
+                            no_device=combo_env.target.no_device,
+                            sysroot=combo_env.target.sysroot)
     with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat, hosted:
         for wheel in wheels:
             now["wheel"] = wheel.name
@@ -155,7 +158,7 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
             reports.append(report)
     verified_wheels = len(reports)   # the model rows below are not wheels
     if models:
-        reports += model_reports(project, env, collect_wheels(paths, project.wheelhouse))
+        reports += model_reports(project, combo_env, collect_wheels(paths, project.wheelhouse))
     failed = [r.package for r in reports if not r.ok]
     # --json: the reports go into the command's document (docs/json.md), the table to stderr
     jsonout.update(wheels=[r.to_dict() for r in reports], verified_wheels=verified_wheels,
@@ -175,12 +178,15 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
     return 0 if all(r.ok for r in reports) else VerifyError.exit_code
 
 
-def _stress_stages(project: Project, env, *, stress: bool, sanitize: bool) -> list:
+def _stress_stages(project: Project, combo_env: ComboEnv, *, stress: bool, sanitize: bool,
+                   ptx_jit: bool = False) -> list:
     """The stress stages asked for: the full run, the short one under compute-sanitizer (made
-    first, so a missing sanitizer stops verify before any check runs)."""
+    first, so a missing sanitizer stops verify before any check runs); ``ptx_jit``: both on
+    the wheels' PTX."""
     from cuforge.pipeline.stress_stage import StressStage
-    return [*([StressStage(project, env)] if stress else []),
-            *([StressStage(project, env, sanitize=True)] if sanitize else [])]
+    return [*([StressStage(project, combo_env, ptx_jit=ptx_jit)] if stress else []),
+            *([StressStage(project, combo_env, sanitize=True, ptx_jit=ptx_jit)]
+              if sanitize else [])]
 
 
 def manifest_check(wheel: Path):

@@ -1,6 +1,7 @@
 """Where a package's wheel comes from, in order: the team's (``--wheels``: downloaded, its
 pins checked as published, then every check a wheel built here gets), the recipe's prebuilt
-one (kept only when it covers the arches and passes the gate's checks), or one built here from
+one (kept only when it passes every check of ``verify.checklist.PREBUILT_MUST_PASS``, the
+smoke test among them; compiled instead otherwise), or one built here from
 source (under the compiler cache; built again without it when sccache itself failed). Each
 is a function of the build's context (``pipeline.context.BuildContext``); the checks are the
 gate's (``gate.verify``)."""
@@ -20,10 +21,10 @@ from cuforge.core.digest import sha256_of
 from cuforge.core.errors import BuildError, CuforgeError
 from cuforge.pipeline import actions, compiler_cache, gate
 from cuforge.pipeline.context import BuildContext
-from cuforge.pipeline.made import Ahead, Made
+from cuforge.pipeline.made import Ahead, Made, Refused
 from cuforge.pipeline.plan import Action, ActionKind, PackagePlan
 from cuforge.publish.wheelhouse import Status
-from cuforge.verify.checklist import PREBUILT_GATE
+from cuforge.verify.checklist import PREBUILT_MUST_PASS
 from cuforge.verify.checks import embedded_arches
 
 console = make_console(stderr=True)
@@ -38,13 +39,13 @@ def wheel_for(ctx: BuildContext, pkg: PackagePlan, log: Path, say) -> Made:
         got = _try_team(ctx, pkg, log)
         if isinstance(got, Made):
             return got
-        console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(got)}; building it here")
+        console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(got.why)}; building it here")
     if pkg.prebuilt:
         say("trying the prebuilt wheel")
         got = _try_prebuilt(ctx, pkg, log)
         if isinstance(got, Made):
             return got
-        note = got
+        note = got.why
         console.print(f"[yellow]{escape(pkg.name)}[/]: {escape(note)}; compiling instead")
     with compiler_cache.own_failure(pkg.cache) as sccache:
         _build_from_source(ctx, pkg, pkg.cache, log, say)
@@ -73,31 +74,31 @@ def _build_from_source(ctx: BuildContext, pkg: PackagePlan, cache, log: Path, sa
             actions.do(ctx, pkg, action, log)
 
 
-def _try_prebuilt(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
-    """Run the plan's prebuilt actions; keep the wheel only if it covers the arches and
-    passes every check that gates a prebuilt wheel (``verify.checklist.PREBUILT_GATE``).
-    Else: why not."""
+def _try_prebuilt(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | Refused:
+    """Run the plan's prebuilt actions; keep the wheel only if it passes every check a
+    prebuilt wheel must pass (``verify.checklist.PREBUILT_MUST_PASS``: fatbin's coverage of
+    the arches and the smoke test among them). Else: why not."""
     from cuforge.verify import verify_wheel
     try:
         for action in pkg.prebuilt:
-            if action.kind is not ActionKind.GATE:
+            if action.kind is not ActionKind.ACCEPT:
                 actions.do(ctx, pkg, action, log)
         wheel = _single_wheel(pkg.work / "prebuilt", pkg.recipe)
     except CuforgeError as err:
-        return f"no usable prebuilt wheel ({str(err).splitlines()[0]})"
+        return Refused(f"no usable prebuilt wheel ({str(err).splitlines()[0]})")
     try:
         gate.install_runtime_requirements(ctx, wheel, log)
     except CuforgeError as err:
-        return f"prebuilt {wheel.name}: its requirements do not install ({err})"
+        return Refused(f"prebuilt {wheel.name}: its requirements do not install ({err})")
     with gate.timed_check(ctx):
         report = verify_wheel(wheel, replace(ctx.checking, requested=pkg.archs),
                               **gate.smoke(ctx, pkg.recipe),
                               modules=list(pkg.recipe.modules),
                               dependency_paths=gate.dependency_paths(pkg))
-    bad = [r for r in report.failures() if r.check in PREBUILT_GATE]
+    bad = [r for r in report.failures() if r.check in PREBUILT_MUST_PASS]
     if bad:
         why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
-        return f"prebuilt {wheel.name} rejected ({why})"
+        return Refused(f"prebuilt {wheel.name} rejected ({why})")
     return Made(wheel, Status.PREBUILT, report.checks, embedded_arches(wheel))
 
 
@@ -116,7 +117,7 @@ def _team_candidates(ctx: BuildContext, name: str) -> list:
     return teamwheels.candidates(
         _team_index(ctx), name, accel=accel, labels=_team_labels(ctx),
         python=f"cp{ctx.plan.combo.python.replace('.', '')}",
-        platform_ok=ctx.plan.combo.target.accepts)
+        platform_ok=ctx.plan.combo.target_platform.accepts)
 
 
 def _team_labels(ctx: BuildContext) -> tuple[str, ...]:
@@ -131,7 +132,7 @@ def _team_staging(ctx: BuildContext, pkg: PackagePlan) -> Path:
     return pkg.work / "team" / ctx.plan.wheel_dir.parent.name / ctx.plan.wheel_dir.name
 
 
-def _download_team(ctx: BuildContext, name: str, dest: Path, log: Path) -> Path | str:
+def _download_team(ctx: BuildContext, name: str, dest: Path, log: Path) -> Path | Refused:
     """The team's newest wheel for ``name`` downloaded into ``dest`` (emptied first); else
     why there is none."""
     from cuforge.publish import teamwheels
@@ -139,17 +140,17 @@ def _download_team(ctx: BuildContext, name: str, dest: Path, log: Path) -> Path 
         found = _team_candidates(ctx, name)
         if not found:
             labels = _team_labels(ctx)
-            return (f"the team index {ctx.req.team_wheels} has no wheel for it "
-                    f"(+{labels[0]}, +{labels[1]} or pure, cp{ctx.plan.combo.python})")
+            return Refused(f"the team index {ctx.req.team_wheels} has no wheel for it "
+                           f"(+{labels[0]}, +{labels[1]} or pure, cp{ctx.plan.combo.python})")
         shutil.rmtree(dest, ignore_errors=True)
         wheel = teamwheels.download(found[0], dest)
     except CuforgeError as err:
-        return f"no team wheel ({err.summary})"
+        return Refused(f"no team wheel ({err.summary})")
     runner.note(log, f"team wheel {found[0].url}")
     return wheel
 
 
-def _try_team(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
+def _try_team(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | Refused:
     """The team's newest wheel for this package and combo, downloaded and put through the
     pins/RECORD check as published, then every check a wheel built here gets; else why
     not. A refused wheel is kept in the work dir for inspection."""
@@ -161,11 +162,11 @@ def _try_team(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
                     "published from the team wheel it was checked with: checking again")
         ahead = None
     wheel = ahead.made.wheel if ahead else _download_team(ctx, pkg.name, staging, log)
-    if isinstance(wheel, str):
+    if isinstance(wheel, Refused):
         return wheel
     pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(ctx.plan.wheel_dir))
     if pins is not None and pins.failed:
-        return f"team wheel {wheel.name} refused (pins: {pins.detail})"
+        return Refused(f"team wheel {wheel.name} refused (pins: {pins.detail})")
     if ahead is not None:
         runner.note(log, ahead.log.read_text().rstrip("\n"))
         made = ahead.made
@@ -176,7 +177,7 @@ def _try_team(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | str:
             actions.deps(ctx, pkg, None, log)
             checks, embedded = gate.verify(ctx, pkg, wheel, log)
         except CuforgeError as err:
-            return f"team wheel {wheel.name} refused ({err.summary})"
+            return Refused(f"team wheel {wheel.name} refused ({err.summary})")
         made = Made(wheel, Status.PREBUILT, checks, embedded, team=ctx.req.team_wheels)
     if pins is not None:
         made = replace(made, checks={**made.checks, pins.check: pins})
@@ -197,7 +198,7 @@ def check_ahead(ctx: BuildContext, pkg: PackagePlan) -> Ahead | None:
     got = {name: _download_team(ctx, name, dest, log) for name, dest in
            [(pkg.name, _team_staging(ctx, pkg)),
             *((d, pkg.work / "team-deps" / d) for d in pkg.recipe.depends)]}
-    if any(isinstance(w, str) for w in got.values()):
+    if any(isinstance(w, Refused) for w in got.values()):
         return None
     wheel = got.pop(pkg.name)
     deps = {dep: sha256_of(w) for dep, w in got.items()}

@@ -106,7 +106,7 @@ def wheels_in(directory: Path) -> list[Path]:
     """The wheels an index of ``directory`` lists, checked: a valid file name, platform tags
     that fit the platform directory it sits in (``linux-aarch64/...``; else the index would
     offer it to the wrong machines), a readable METADATA. Not those being published."""
-    target = _platform_of(directory)
+    platform = _platform_of(directory)
     wheels = []
     for wheel in sorted(directory.glob("*.whl")):
         if wheel.name.startswith("."):
@@ -116,8 +116,8 @@ def wheels_in(directory: Path) -> list[Path]:
         except InvalidWheelFilename as err:
             raise VerifyError(f"{wheel} is not a valid wheel file name: {err}",
                               hint="rename or remove it; pip would refuse it too") from None
-        if target is not None and not target.accepts(wheel.name):
-            raise VerifyError(f"{wheel.name} does not run on {target.name}, but sits in "
+        if platform is not None and not platform.accepts(wheel.name):
+            raise VerifyError(f"{wheel.name} does not run on {platform.name}, but sits in "
                               f"{directory}", hint="move it to the wheelhouse of its platform")
         wheels.append(wheel)
     return wheels

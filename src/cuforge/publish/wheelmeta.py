@@ -68,7 +68,7 @@ class BuiltAgainst:
     python: str     # cp311
 
 
-def target_of(directory: Path) -> BuiltAgainst | None:
+def built_against_of(directory: Path) -> BuiltAgainst | None:
     """``.../cu130/torch2.14.1-cp311`` -> BuiltAgainst("cu130", "2.14.1", "cp311"); None
     elsewhere."""
     m = _COMBO_DIR.match(directory.name)
@@ -268,25 +268,25 @@ def check(wheel: Path, directory: Path | None = None, *, house: Mapping[str, str
     matches its files. None when the wheel sits in no such directory."""
     from cuforge.verify import CheckResult
     directory = directory or wheel.parent
-    target = target_of(directory)
-    if target is None:
+    built = built_against_of(directory)
+    if built is None:
         return None
     if house is None:
         house = versions_in(directory, leave_out=wheel.name)
     project = canonicalize_name(parse_wheel_filename(wheel.name)[0])
     house = {k: v for k, v in house.items() if k != project}
     try:
-        problems = _pin_problems(wheel, target, house)
+        problems = _pin_problems(wheel, built, house)
         problems += record_problems(wheel)
     except (ValueError, KeyError, OSError, zipfile.BadZipFile) as err:
         # a tampered or truncated wheel: a failed check (the manifest check names the bytes)
         return CheckResult("pins", "fail", f"cannot read {wheel.name}'s metadata: {err}")
     if problems:
         return CheckResult("pins", "fail", f"{len(problems)} problem(s) with what "
-                           f"{wheel.name} pins for {target.accel}/torch{target.torch}-"
-                           f"{target.python}: " + "; ".join(problems))
-    return CheckResult("pins", "pass", f"pins match {target.accel}/torch{target.torch}-"
-                       f"{target.python}; RECORD valid")
+                           f"{wheel.name} pins for {built.accel}/torch{built.torch}-"
+                           f"{built.python}: " + "; ".join(problems))
+    return CheckResult("pins", "pass", f"pins match {built.accel}/torch{built.torch}-"
+                       f"{built.python}; RECORD valid")
 
 
 def _has_guard(wheel: Path) -> bool:
@@ -296,18 +296,18 @@ def _has_guard(wheel: Path) -> bool:
         return {f"{module}.py", f"{module}.pth"} <= set(zf.namelist())
 
 
-def _pin_problems(wheel: Path, target: BuiltAgainst, house: Mapping[str, str]) -> list[str]:
+def _pin_problems(wheel: Path, built: BuiltAgainst, house: Mapping[str, str]) -> list[str]:
     problems = []
     _, version, _, tags = parse_wheel_filename(wheel.name)
     cps = {t.interpreter for t in tags if t.interpreter.startswith("cp") and t.abi != "abi3"}
-    if cps and cps != {target.python}:
-        problems.append(f"Python tag {', '.join(sorted(cps))}, not {target.python}")
+    if cps and cps != {built.python}:
+        problems.append(f"Python tag {', '.join(sorted(cps))}, not {built.python}")
     meta_version, requires = metadata(wheel)
     if str(Version(meta_version)) != str(version):
         problems.append(f"METADATA says version {meta_version}, the file name {version}")
     torch_linked = links_torch(wheel)
     if has_compiled_code(wheel):
-        want = local_label(target.accel, target.torch, links_torch=torch_linked)
+        want = local_label(built.accel, built.torch, links_torch=torch_linked)
         if version.local != want:
             problems.append(f"local version label +{version.local or ''} is not +{want}")
     reqs = []
@@ -323,13 +323,13 @@ def _pin_problems(wheel: Path, target: BuiltAgainst, house: Mapping[str, str]) -
         exact = [s for r in torch_reqs for s in r.specifier if s.operator == "=="]
         if not exact:
             problems.append("links torch but does not pin it (Requires-Dist: torch==...)")
-        elif any(Version(s.version).public != Version(target.torch).public for s in exact):
+        elif any(Version(s.version).public != Version(built.torch).public for s in exact):
             problems.append(f"pins {', '.join(str(r) for r in torch_reqs)}, but sits in "
-                            f"torch{target.torch}")
+                            f"torch{built.torch}")
         elif loosely_pinned(lines := [str(r) for r in torch_reqs]):
-            labels = [f"+{b}" for b in admitted_builds(lines, target.torch) if b]
+            labels = [f"+{b}" for b in admitted_builds(lines, built.torch) if b]
             problems.append(f"pins {', '.join(lines)}, which lets in {len(labels)} builds of "
-                            f"torch {Version(target.torch).public} ({', '.join(labels[:4])}"
+                            f"torch {Version(built.torch).public} ({', '.join(labels[:4])}"
                             f"{', ...' if len(labels) > 4 else ''}): publish it again with this "
                             "cuforge (build --rebuild)")
     for req in reqs:

@@ -76,7 +76,8 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
     """Run ``python args...`` with ``paths`` importable, in a scratch cwd (so nothing in the
     caller's directory shadows the wheel) or in ``cwd``, under cuforge's supervisor: it ends
     on timeout, on an interrupt, and when cuforge dies, with whatever it started. Inside
-    ``host.serving(python)`` a ``-c CODE`` run is a child of that interpreter's check host."""
+    ``check_host.serving(python)`` a ``-c CODE`` run is a child of that interpreter's check
+    host."""
     hosted = _run_hosted(python, args, paths=paths, timeout=timeout, env=env,
                          plain_loader=plain_loader) if cwd is None else None
     if hosted is not None:
@@ -96,15 +97,15 @@ def run_python(python: Path, args: Sequence[str], *, paths: Sequence[Path] = (),
 def _run_hosted(python: Path, args: Sequence[str], *, paths: Sequence[Path], timeout: float,
                 env: Mapping[str, str] | None, plain_loader: bool) -> ProcessResult | None:
     """The run as a child of a check host, or None when there is none for it."""
-    from cuforge.verify.host import HostGone, pool_for
+    from cuforge.verify.check_host import HostGone, pool_for
     pool = pool_for(python)
     if pool is None or len(args) < 2 or args[0] != "-c":
         return None
     # the host's key: what its loader and torch see at start; PYTHONSAFEPATH only matters to
     # the processes a check starts, which get it from the request's own environment
     at_start = {k: v for k, v in (env or {}).items() if k != "PYTHONSAFEPATH"}
-    check_host = pool.host(torch=not plain_loader,
-                           env=python_env((), at_start, plain_loader=plain_loader))
+    check_host = pool.check_host(torch=not plain_loader,
+                                 env=python_env((), at_start, plain_loader=plain_loader))
     if check_host is None:
         return None
     try:

@@ -2,8 +2,8 @@
 
 Everything that lists checks reads :data:`TABLE`: the order ``verify_wheel`` runs them in and
 the columns of the verify table (:data:`CHECKS`), the verdict line's order, which checks a
-prebuilt wheel must pass to be used (:data:`PREBUILT_GATE`), and whose passing verdict still
-shows its reason. docs/adding-a-check.md says what else a new check touches.
+prebuilt wheel must pass to be used (:data:`PREBUILT_MUST_PASS`), and whose passing verdict
+still shows its reason. docs/adding-a-check.md says what else a new check touches.
 
 >>> CheckStatus("skipped").severity > CheckStatus.PASS.severity
 True
@@ -49,35 +49,37 @@ _STYLE = {CheckStatus.PASS: "green", CheckStatus.SKIPPED: "yellow", CheckStatus.
 class Check:
     """One row of the table. ``per_wheel``: ``verify_wheel`` runs it on every wheel (a column
     of every verify table); the others are added by a later stage (publishing's pins, the
-    wheelhouse's manifest, the upstream suite). ``gates_prebuilt``: a downloaded or team wheel
-    that fails it is not used (it is compiled instead). ``explain_pass``: its passing verdict
-    still shows its reason (the upstream suite's own "2770 passed" is the evidence)."""
+    wheelhouse's manifest, the upstream suite). ``prebuilt_must_pass``: a downloaded or team
+    wheel that fails it is not used (it is compiled instead). ``explain_pass``: its passing
+    verdict still shows its reason (the upstream suite's own "2770 passed" is the evidence)."""
 
     name: str
     per_wheel: bool = True
-    gates_prebuilt: bool = False
+    prebuilt_must_pass: bool = False
     explain_pass: bool = False
 
 
 #: Every check, in the order verdicts print (and ``verify_wheel`` runs the per-wheel ones).
 TABLE: tuple[Check, ...] = (
-    Check("abi", gates_prebuilt=True),
-    Check("symbols", gates_prebuilt=True),
-    Check("cudart", gates_prebuilt=True),
-    Check("fatbin", gates_prebuilt=True),
-    Check("import", gates_prebuilt=True),
-    Check("smoke", gates_prebuilt=True),
+    Check("abi", prebuilt_must_pass=True),
+    Check("symbols", prebuilt_must_pass=True),
+    Check("cudart", prebuilt_must_pass=True),
+    Check("fatbin", prebuilt_must_pass=True),
+    Check("import", prebuilt_must_pass=True),
+    Check("smoke", prebuilt_must_pass=True),
     Check("pins", per_wheel=False),
     Check("manifest", per_wheel=False),
     Check("cccl", per_wheel=False),
     Check("upstream-tests", per_wheel=False, explain_pass=True),
     Check("stress", per_wheel=False),
     Check("sanitize", per_wheel=False),
+    Check("stress-ptx-jit", per_wheel=False),     # either, on the wheel's PTX (--ptx-jit)
+    Check("sanitize-ptx-jit", per_wheel=False),
 )
 
 BY_NAME = {c.name: c for c in TABLE}
 CHECKS = tuple(c.name for c in TABLE if c.per_wheel)
-PREBUILT_GATE = tuple(c.name for c in TABLE if c.gates_prebuilt)
+PREBUILT_MUST_PASS = tuple(c.name for c in TABLE if c.prebuilt_must_pass)
 
 
 def ordered(names) -> list[str]:

@@ -19,7 +19,8 @@ Flags seen: 0x1 64-bit, 0x10 Linux, 0x2000 LZ4-compressed (CUDA <= 12), 0x8000 z
 (CUDA 13 compresses PTX by default), 0x100000 arch-specific ``a`` (sm_90a), 0x200000 family
 ``f`` (sm_100f).
 
-Compatibility rule used by the coverage check and the smoke gate (NVIDIA's, kept simple):
+Compatibility rule used by the coverage check and the smoke's device check (NVIDIA's, kept
+simple):
 
 * SASS ``sm_XY`` runs on a device ``X.Z`` with ``Z >= Y`` (same major), except ``a`` cubins,
   which run only on exactly ``X.Y``. Exact SASS is "native"; same-major-older-minor is
@@ -59,6 +60,7 @@ DEFAULT_ARCH = Arch(7, 5)  # what nvcc 13 builds when given no arch flags
 
 _HEADER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")  # the 64 fixed bytes of an entry header
+ARCH_FIELD = struct.calcsize("<HHIQIIHH")  # where an entry header's u32 arch sits (28)
 
 Runs = Literal["native", "compatible", "ptx"]
 
@@ -74,6 +76,11 @@ class FatbinEntry:
     payload_size: int
     compressed: bool
     kernels: tuple[str, ...] | None  # mangled kernel names; None when unreadable (compressed)
+    offset: int = 0  # of the entry header in the section (verify/ptxjit.py rewrites its arch)
+
+    @property
+    def is_sass(self) -> bool:
+        return self.kind == "sass"
 
     @property
     def label(self) -> str:
@@ -167,7 +174,7 @@ def _entries(data: bytes, pos: int, end: int):
         name = {KIND_PTX: "ptx", KIND_ELF: "sass"}.get(kind, "other")
         kernels = _kernels(payload) if name == "sass" and not compressed else None
         yield FatbinEntry(name, arch_from_number(arch, flags), (major, minor), flags,
-                          payload_size, compressed, kernels)
+                          payload_size, compressed, kernels, pos)
         pos += header_size + payload_size
 
 

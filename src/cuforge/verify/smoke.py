@@ -89,10 +89,11 @@ def probe_device(python: Path, paths: Sequence[Path] = (), *,
     return Device(info["name"], Arch(major, minor))
 
 
-def device_gate(device: Device, fatbins: Mapping[str, list[FatbinContainer]]) -> CheckResult | None:
+def skip_if_uncovered(device: Device, fatbins: Mapping[str, list[FatbinContainer]]
+                      ) -> CheckResult | None:
     """A ``skipped`` result when some kernel group cannot run on ``device``, else None.
 
-    >>> device_gate(Device("H200", Arch(9, 0)), {}) is None
+    >>> skip_if_uncovered(Device("H200", Arch(9, 0)), {}) is None
     True
     """
     missing = [f"{so} group #{c.index + 1} (SASS {' '.join(f'sm_{a.number}' for a in c.sass) or '-'}, "
@@ -180,8 +181,8 @@ def check_smoke(python: Path, script: SmokeScript | Path, paths: Sequence[Path] 
                 fatbins: Mapping[str, list[FatbinContainer]] | None = None,
                 timeout: float = 300, env: Mapping[str, str] | None = None,
                 no_device: str = "") -> CheckResult:
-    """Probe the GPU, gate on fatbin coverage, then run the smoke script.  ``env``: what
-    ``python`` needs on top of this process's environment (emulation's variables).
+    """Probe the GPU, skip a device the fatbin does not cover, then run the smoke script.
+    ``env``: what ``python`` needs on top of this process's environment (emulation's variables).
 
     No device visible -> ``skipped: no GPU``; device not covered -> skipped with the groups.
     ``no_device`` (why none can be visible, e.g. under QEMU) skips without the probe: an
@@ -202,9 +203,9 @@ def check_smoke(python: Path, script: SmokeScript | Path, paths: Sequence[Path] 
     if device is None:
         return CheckResult("smoke", "skipped", "skipped: no GPU\ntorch.cuda.is_available() is False in "
                            f"{python}; the smoke script did not run")
-    gate = device_gate(device, fatbins or {})
-    if gate is not None:
-        return gate
+    uncovered = skip_if_uncovered(device, fatbins or {})
+    if uncovered is not None:
+        return uncovered
     note = install_requirements(python, smoke.requires, paths, env=env)
     result = run_smoke(python, smoke.path, paths, timeout=timeout, env=env)
     return _noted(result, f" on {device.name} (sm_{device.arch.number})", note)

@@ -36,11 +36,21 @@ from cuforge.verify.smoke import _LAUNCHER, smoke_verdict
 
 CHECK = "stress"
 SANITIZE_CHECK = "sanitize"   # the short run under compute-sanitizer: a result of its own
+JIT_SUFFIX = "-ptx-jit"       # either, on the wheel's PTX (--ptx-jit): another claim, another name
 SANITIZER = "compute-sanitizer"
 SANITIZER_FIX = ("pip install 'nvidia-cuda-sanitizer-api==13.0.*' into the combo's env (it "
                  "holds nvidia/cu13/bin/compute-sanitizer), or set CUFORGE_COMPUTE_SANITIZER "
                  "to the binary")
 _SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+
+
+def check_name(*, sanitize: bool = False, ptx_jit: bool = False) -> str:
+    """The check a stress run records.
+
+    >>> check_name(), check_name(sanitize=True, ptx_jit=True)
+    ('stress', 'sanitize-ptx-jit')
+    """
+    return (SANITIZE_CHECK if sanitize else CHECK) + (JIT_SUFFIX if ptx_jit else "")
 
 
 def sanitizer_errors(output: str) -> int | None:
@@ -72,7 +82,7 @@ def find_sanitizer(site_dirs: Sequence[Path], toolkit_bin: Path | None = None) -
 
 
 def sanitized_verdict(returncode: int | None, stdout: str, stderr: str, *, seconds: float,
-                      timeout: float) -> CheckResult:
+                      timeout: float, check: str = SANITIZE_CHECK) -> CheckResult:
     """The check's result for a run under memcheck: the script's own verdict, and 0 errors.
 
     >>> sanitized_verdict(0, "pass: 40 calls\\n", "========= ERROR SUMMARY: 0 errors\\n",
@@ -83,30 +93,32 @@ def sanitized_verdict(returncode: int | None, stdout: str, stderr: str, *, secon
     """
     errors = sanitizer_errors(stdout + "\n" + stderr)
     if returncode is None:
-        return CheckResult(SANITIZE_CHECK, "fail", f"timed out after {timeout:g} s under compute-sanitizer")
+        return CheckResult(check, "fail", f"timed out after {timeout:g} s under compute-sanitizer")
     if errors:
         found = [ln.strip() for ln in stderr.splitlines() + stdout.splitlines()
                  if ln.startswith("=========") and ("Invalid" in ln or "Error" in ln)][:8]
-        return CheckResult(SANITIZE_CHECK, "fail", "\n".join([
+        return CheckResult(check, "fail", "\n".join([
             f"compute-sanitizer memcheck: {errors} errors ({seconds:.1f} s)", *found]))
     script = smoke_verdict(returncode if returncode != 99 else 1, stdout, stderr)
     if script.status is not CheckStatus.PASS:
-        return CheckResult(SANITIZE_CHECK, script.status,
+        return CheckResult(check, script.status,
                            f"{script.detail} (under compute-sanitizer)")
     if errors is None:
-        return CheckResult(SANITIZE_CHECK, "fail", "compute-sanitizer printed no ERROR SUMMARY "
+        return CheckResult(check, "fail", "compute-sanitizer printed no ERROR SUMMARY "
                            f"({describe_exit(returncode)}): {last_error_line(stderr)}")
     said = script.detail.removeprefix("passed").lstrip(": ")
-    return CheckResult(SANITIZE_CHECK, "pass", f"passed under compute-sanitizer memcheck: 0 errors "
+    return CheckResult(check, "pass", f"passed under compute-sanitizer memcheck: 0 errors "
                        f"({seconds:.1f} s)" + (f"; {said}" if said else ""))
 
 
 def run_stress(python: Path, rule: StressRule, script: Path, paths: Sequence[Path], *,
-               sanitizer: Path | None = None, env: Mapping[str, str] | None = None) -> CheckResult:
+               sanitizer: Path | None = None, env: Mapping[str, str] | None = None,
+               check: str | None = None) -> CheckResult:
     """Run ``script`` (full, or short under ``sanitizer``) with the wheel importable from
     ``paths``; the caller has made sure a GPU is visible."""
+    check = check or check_name(sanitize=sanitizer is not None)
     if not script.is_file():
-        return CheckResult(CHECK if sanitizer is None else SANITIZE_CHECK, "fail",
+        return CheckResult(check, "fail",
                            f"stress script {script} not found")
     launch = ["-c", _LAUNCHER, str(script.resolve())]
     env = {**(env or {}), "PYTHONSAFEPATH": "1"}
@@ -119,10 +131,11 @@ def run_stress(python: Path, rule: StressRule, script: Path, paths: Sequence[Pat
         took = time.monotonic() - started
         sections = [ln.strip() for ln in outcome.stdout.splitlines() if " calls, " in ln]
         head, _, rest = result.detail.partition("\n")
-        return CheckResult(CHECK, result.status,
+        return CheckResult(check, result.status,
                            "\n".join(filter(None, [f"{head} ({took:.1f} s)", *sections, rest])))
     argv = ["--tool", "memcheck", "--error-exitcode", "99", "--print-limit", "20",
             str(python), *launch, *rule.short_args]
     outcome = run_python(sanitizer, argv, paths=paths, env=env, timeout=rule.sanitize_timeout)
     return sanitized_verdict(outcome.returncode, outcome.stdout, outcome.stderr,
-                             seconds=time.monotonic() - started, timeout=rule.sanitize_timeout)
+                             seconds=time.monotonic() - started, timeout=rule.sanitize_timeout,
+                             check=check)

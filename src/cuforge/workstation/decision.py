@@ -58,7 +58,7 @@ class Setup:
     missing: tuple[str, ...]             # no usable wheel in the wheelhouse yet
     house: Wheelhouse
     required: frozenset[str]             # the non-optional packages and their dependencies
-    target: Target                       # where the combo's code runs (cuforge.target)
+    target: Target                       # where the combo's code runs (cuforge.env.target)
     # the checkout as a source: the packages it holds build from it (None: --pinned)
     checkout: UserCheckout | None = None
     wheelhouse_option: str = ""          # " --wheelhouse DIR" when the user gave one

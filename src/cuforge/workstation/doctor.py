@@ -286,12 +286,14 @@ def _combo_rows(project: Project, report: gpu.GpuReport, combo: Combo, judged: b
     try:
         target = resolve(project, combo)
     except ConfigError as err:   # another machine's combo: nothing to find here
-        rows.append((f"{name}: platform", "info", f"{combo.target.name}: built there only; "
+        rows.append((f"{name}: platform", "info",
+                     f"{combo.target_platform.name}: built there only; "
                      f"`cuforge resolve --combo {combo.id}` checks it from here"
                      if not combo.emulate else str(err).splitlines()[0]))
         return rows
     if target.emulated:
-        rows.append((f"{name}: platform", "info", f"{combo.target.name}: built here under "
+        rows.append((f"{name}: platform", "info",
+                     f"{combo.target_platform.name}: built here under "
                      "emulation (see the emulation rows)"))
         return rows
     if combo.interpreter and judged:   # as the build will find it (a probe: seconds)
@@ -385,7 +387,8 @@ def _host_compilers(project: Project, judged: list[Combo]) -> list[tuple[str, st
     rows, seen = [], set()
     used = {(c.host_cxx, c.host_cc, c.host_fallbacks) for c in judged}
     for combo in load_combos(project):
-        if combo.target != platforms.host():   # its cross compiler: the emulation rows
+        # another platform's: its cross compiler is in the emulation rows
+        if combo.target_platform != platforms.build_platform():
             continue
         key = (combo.host_cxx, combo.host_cc, combo.host_fallbacks)
         if key in seen:
@@ -393,11 +396,11 @@ def _host_compilers(project: Project, judged: list[Combo]) -> list[tuple[str, st
         seen.add(key)
         label = f"host C++ ({combo.host_cxx or '$CXX, else g++'})"
         try:
-            host, note = hostcxx.choose(*key)
+            host_compiler, note = hostcxx.choose(*key)
         except CuforgeError as err:
             rows.append(_as_info((label, "missing", str(err)), key in used))
             continue
-        rows.append((label, "ok", note or host.describe()))
+        rows.append((label, "ok", note or host_compiler.describe()))
     return rows
 
 
@@ -407,12 +410,12 @@ def _emulation(project: Project) -> list[tuple[str, str, str]]:
     and ``import torch`` in an emulated combo env that exists already (~30 s)."""
     rows = []
     emulated = [c for c in load_combos(project)
-                if c.emulate and platforms.is_foreign(c.target)]
+                if c.emulate and platforms.is_foreign(c.target_platform)]
     for name, emu in emulation.load(project).items():
-        if name == platforms.host().name:
+        if name == platforms.build_platform().name:
             continue
         envs = [venv.env_dir(project.state_dir, c) / "bin" / "python" for c in emulated
-                if c.target.name == name and venv.is_ready(project.state_dir, c)]
+                if c.target_platform.name == name and venv.is_ready(project.state_dir, c)]
         findings = emulation_setup.check(project.state_dir, emu,
                                          torch_python=envs[0] if envs else None)
         rows += [(f"emulation {name}", emulation_setup.verdict(True), f.what)

@@ -150,7 +150,7 @@ def install_checkout_requirements(python: Path, p: Setup, req: SetupRequest, hel
     installer = resolving_installer(python, base, bool(p.combo.interpreter))
     got = install(installer, reqs, held, req.index,
                   torch_version=lambda: dist_version(python, "torch", p.target.step_env()),
-                  python=p.combo.python, platform=p.combo.target.name,
+                  python=p.combo.python, platform=p.combo.target_platform.name,
                   env=p.target.environ())
     out.print(Text(f"installed the checkout's requirements: "
                    f"{', '.join(r.spec for r in got.installed) or 'none'}"

@@ -65,7 +65,7 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
     process (and ask it for a GPU), then, when there is one, the stack's ``checkout_model``
     script on ``checkout`` (the user's own model code: PTv3, MILo's renderer)."""
 
-    from cuforge.verify import host
+    from cuforge.verify import check_host
     from cuforge.verify._proc import run_python
     from cuforge.verify.importer import LOAD_MODULE, MARK, interpret
     from cuforge.verify.report import CheckResult, CheckStatus
@@ -75,7 +75,7 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
     # one interpreter with torch for both runs (each a child of it): the import stage's and
     # the checkout model's torch import were seconds of every setup
     with _environ({v.name: v.value for v in p.stack.env}), \
-            host.serving(python, runs_with, enabled=not p.target.emulated):
+            check_host.serving(python, runs_with, enabled=not p.target.emulated):
         outcome = run_python(python, ["-c", _STAGE.format(load_module=LOAD_MODULE, mark=MARK,
                                                          modules=modules)], env=runs_with)
         imported = interpret(outcome, timeout=300)

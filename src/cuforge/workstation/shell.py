@@ -14,16 +14,16 @@ from cuforge.env.toolchain import build_environment, default_jobs
 
 def combo_build_env(project: Project, combo: Combo) -> dict[str, str]:
     target = resolve(project, combo)
-    env = venv.prepare(project.state_dir, combo, target,
-                       log=project.state_dir / "logs" / "shell.log")
-    out = build_environment(env.toolkit, combo.arches, jobs=default_jobs(),
-                            cxx11_abi=env.info.cxx11_abi,
-                            extra_include=list(env.info.nvidia_include),
-                            extra_lib=list(env.info.nvidia_lib),
-                            bin_dirs=[env.bin_dir, *target.bin_dirs])
+    combo_env = venv.prepare(project.state_dir, combo, target,
+                             log=project.state_dir / "logs" / "shell.log")
+    out = build_environment(combo_env.toolkit, combo.arches, jobs=default_jobs(),
+                            cxx11_abi=combo_env.info.cxx11_abi,
+                            extra_include=list(combo_env.info.nvidia_include),
+                            extra_lib=list(combo_env.info.nvidia_lib),
+                            bin_dirs=[combo_env.bin_dir, *target.bin_dirs])
     out.update(target.env)   # emulation's variables: the shell runs the target's code too
-    if env.root:
-        out["VIRTUAL_ENV"] = str(env.root)
+    if combo_env.root:
+        out["VIRTUAL_ENV"] = str(combo_env.root)
     return out
 
 

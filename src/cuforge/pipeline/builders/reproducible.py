@@ -69,7 +69,7 @@ class PathMaps:
                 f'exec "$@" {shlex.join(self.flags())}\n')
 
     def _nvcc_text(self) -> str:
-        host = shlex.join(f"-Xcompiler={flag}" for flag in self.flags())
+        host_flags = shlex.join(f"-Xcompiler={flag}" for flag in self.flags())
         cases = "".join(f"  {shlex.quote(old)}/*) src={shlex.quote(new)}/${{src#{shlex.quote(old)}/}} ;;\n"
                         for old, new in reversed(self.maps))   # most specific first
         return ("#!/bin/sh\n# cuforge: nvcc behind this with the build's paths mapped, its "
@@ -82,9 +82,9 @@ class PathMaps:
                 "# loses the object (0.16: exit 0, no file)\n"
                 'temps=-objtemp\n'
                 'case ${1##*/} in sccache) temps= ;; esac\n'
-                f'case $src in \'\') exec "$@" {host} $temps ;; /*) ;; *) src=$(pwd -P)/$src ;; esac\n'
+                f'case $src in \'\') exec "$@" {host_flags} $temps ;; /*) ;; *) src=$(pwd -P)/$src ;; esac\n'
                 f"case $src in\n{cases}esac\n"
-                f'exec "$@" {host} $temps -Xcudafe "--orig_src_path_name=$src"\n')
+                f'exec "$@" {host_flags} $temps -Xcudafe "--orig_src_path_name=$src"\n')
 
 
 def path_maps(work: Path, name: str, *, project: Path, site_packages: Path | None,

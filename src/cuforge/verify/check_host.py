@@ -207,7 +207,7 @@ class _Pool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def host(self, *, torch: bool, env: Mapping[str, str]) -> CheckHost | None:
+    def check_host(self, *, torch: bool, env: Mapping[str, str]) -> CheckHost | None:
         key = (torch, tuple(sorted(env.items())))
         with self._lock:
             if self._closed:   # the block is ending (an interrupt): fresh interpreters
@@ -224,9 +224,9 @@ class _Pool:
         with self._lock:
             self._closed = True
             hosts = list(self._hosts.values())
-        for host in hosts:
-            if host is not None:
-                host.close()
+        for check_host in hosts:
+            if check_host is not None:
+                check_host.close()
 
 
 _ACTIVE: dict[Path, _Pool] = {}
