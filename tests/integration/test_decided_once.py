@@ -31,6 +31,8 @@ LOADERS = {
     "the interpreter's torch": ("cuforge.env.venv", "check_interpreter"),
     "the stack": ("cuforge.config.stacks", "load_stack"),
     "the verification context": ("cuforge.verify", "context_from"),
+    # once per wheel for its checks; the pins' question reads the zip (no second unpack)
+    "a wheel unpacked": ("cuforge.verify.wheel", "unpack"),
 }
 # every module that calls one of them, imported before they are wrapped: a name bound by
 # ``from x import f`` is wrapped where it is bound
@@ -132,7 +134,8 @@ def test_a_build_decides_each_setting_once(project, calls):
     house = project / "wheelhouse"
     assert len(list(house.rglob("tiny_*.whl"))) == 2
     assert calls == {"the compiler cache's configuration": 1, "where the code runs": 1,
-                     "the interpreter's torch": 1, "the verification context": 1}
+                     "the interpreter's torch": 1, "the verification context": 1,
+                     "a wheel unpacked": 2}
 
 
 def test_a_setup_decides_each_setting_once(project, calls, tmp_path):
@@ -143,4 +146,4 @@ def test_a_setup_decides_each_setting_once(project, calls, tmp_path):
                     "--no-requirements") == 0
     assert calls == {"the compiler cache's configuration": 1, "where the code runs": 1,
                      "the interpreter's torch": 1, "the stack": 1,
-                     "the verification context": 1}
+                     "the verification context": 1, "a wheel unpacked": 2}

@@ -9,6 +9,7 @@ True
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -66,9 +67,11 @@ class ElfLib:
     True
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, data: bytes | None = None) -> None:
+        """``data``: the file's bytes (a wheel member read from the zip); ``path`` then only
+        names it."""
         self.path = path
-        self._file: BinaryIO = open(path, "rb")
+        self._file: BinaryIO = io.BytesIO(data) if data is not None else open(path, "rb")
         try:
             self.elf = ELFFile(self._file)
         except ELFError as err:

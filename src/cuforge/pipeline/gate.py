@@ -27,7 +27,7 @@ from cuforge.pipeline.plan import PackagePlan
 from cuforge.publish.wheelhouse import Entry, Status
 from cuforge.publish.wheelmeta import TorchBuild
 from cuforge.publish.wheelmeta import wheel_requirements
-from cuforge.verify.checks import embedded_arches, log_report, smoke_script
+from cuforge.verify.checks import log_report, smoke_script
 from cuforge.verify.report import CheckResult, verdict_line
 
 console = make_console(stderr=True)
@@ -142,7 +142,7 @@ def verify(ctx: BuildContext, pkg: PackagePlan, wheel: Path, log: Path, *,
         raise VerifyError(f"{wheel.name} failed verification: {bad}",
                           hint=f"the wheel stays in {wheel.parent} for inspection; it was "
                           "not added to the wheelhouse")
-    return report.checks, embedded_arches(wheel)
+    return report.checks, report.embedded
 
 
 def install_runtime_requirements(ctx: BuildContext, wheel: Path, log: Path) -> None:

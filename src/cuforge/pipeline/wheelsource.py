@@ -25,7 +25,6 @@ from cuforge.pipeline.made import Ahead, Made, Refused
 from cuforge.pipeline.plan import Action, ActionKind, PackagePlan
 from cuforge.publish.wheelhouse import Status
 from cuforge.verify.checklist import PREBUILT_MUST_PASS
-from cuforge.verify.checks import embedded_arches
 
 console = make_console(stderr=True)
 
@@ -99,7 +98,7 @@ def _try_prebuilt(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | Refu
     if bad:
         why = "; ".join(f"{r.check}: {r.summary}" for r in bad)
         return Refused(f"prebuilt {wheel.name} rejected ({why})")
-    return Made(wheel, Status.PREBUILT, report.checks, embedded_arches(wheel))
+    return Made(wheel, Status.PREBUILT, report.checks, report.embedded)
 
 
 def _team_index(ctx: BuildContext) -> list:

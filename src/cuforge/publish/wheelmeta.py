@@ -186,13 +186,15 @@ def dist_info(names: Iterable[str]) -> str:
 def links_torch(wheel: Path) -> bool:
     """Whether any ``.so`` in ``wheel`` was compiled against torch: it needs a torch library
     (``libc10.so``, ``libtorch_cpu.so``...) or leaves c10/at/torch symbols undefined."""
-    import tempfile
-
-    from cuforge.core.elf import ElfLib, shared_objects
-    from cuforge.verify.wheel import unpack
-    with tempfile.TemporaryDirectory(prefix="cuforge-pins-") as tmp:
-        for so in shared_objects(unpack(wheel, Path(tmp))):
-            with ElfLib(so) as lib:
+    from cuforge.core.elf import ELF_MAGIC, ElfLib
+    with zipfile.ZipFile(wheel) as zf:   # read in memory: no second unpack of the wheel
+        for member in zf.namelist():
+            if not re.search(r"\.so(\.\d+)*$", member):
+                continue
+            data = zf.read(member)
+            if not data.startswith(ELF_MAGIC):
+                continue
+            with ElfLib(Path(member), data) as lib:
                 if any(_TORCH_LIBS.match(n) for n in lib.needed) or any(
                         s.startswith(_TORCH_SYMBOLS) for s in lib.undefined()):
                     return True

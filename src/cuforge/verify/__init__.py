@@ -107,8 +107,9 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
         importing = pool.submit(check_import, ctx.python, paths,
                                 modules or default_modules(root), timeout=timeout,
                                 env=dict(ctx.env))
-        smoking = pool.submit(_smoke, ctx.python, smoke, paths, root, sos, timeout,
-                              dict(ctx.env), ctx.no_device) \
+        fatbins = _fatbins(root, sos)
+        smoking = pool.submit(check_smoke, ctx.python, smoke, paths, fatbins=fatbins,
+                              timeout=timeout, env=dict(ctx.env), no_device=ctx.no_device) \
             if smoke is not None else None
         results = _elf_checks(root, sos, ctx)
         imported = importing.result()
@@ -120,12 +121,22 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
                                        "skipped: the wheel does not import"))
         else:
             results.append(smoking.result())
-    return WheelReport(wheel, package_name(wheel), results)
+    return WheelReport(wheel, package_name(wheel), results, embedded_arches(fatbins))
 
 
-def _smoke(python: Path, smoke: SmokeScript, paths: list[Path], root: Path, sos: list[Path],
-           timeout: float, env: dict[str, str], no_device: str = "") -> CheckResult:
-    return check_smoke(python, smoke, paths, fatbins=_fatbins(root, sos), timeout=timeout,
-                       env=env, no_device=no_device)
+def embedded_arches(fatbins: dict[str, list[FatbinContainer]]) -> dict[str, list[str]]:
+    """SASS and PTX arch numbers embedded in a wheel's ``.so`` files (what is really there,
+    not what was requested), from their fatbin containers.
+
+    >>> from cuforge.config.arches import Arch
+    >>> from cuforge.verify.fatbin import FatbinEntry
+    >>> c = FatbinContainer(0, 0, (FatbinEntry("sass", Arch(9, 0), (1, 8), 0, 0, False, ()),))
+    >>> embedded_arches({"lib.so": [c]})
+    {'sass': ['90'], 'ptx': []}
+    """
+    containers = [c for found in fatbins.values() for c in found]
+    sass = sorted({a for c in containers for a in c.sass})
+    ptx = sorted({a for c in containers for a in c.ptx})
+    return {"sass": [a.number for a in sass], "ptx": [a.number for a in ptx]}
 
 

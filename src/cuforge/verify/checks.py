@@ -25,22 +25,3 @@ def smoke_script(project: Project, recipe: Recipe):
     from cuforge.verify import SmokeScript
     path = recipe.smoke.path(project, recipe.name)
     return SmokeScript(path, recipe.smoke.gpu, recipe.smoke.requires) if path.is_file() else None
-
-
-def embedded_arches(wheel: Path) -> dict[str, list[str]]:
-    """SASS and PTX arch numbers embedded in all ``.so`` files of ``wheel``, read from their
-    ``.nv_fatbin`` sections (what is really there, not what was requested)."""
-    import tempfile
-
-    from cuforge.core.elf import shared_objects
-    from cuforge.verify.fatbin import read_fatbin
-    from cuforge.verify.wheel import unpack
-    sass: set = set()
-    ptx: set = set()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = unpack(wheel, Path(tmp))
-        for so in shared_objects(root):
-            for container in read_fatbin(so) or []:
-                sass.update(container.sass)
-                ptx.update(container.ptx)
-    return {"sass": [a.number for a in sorted(sass)], "ptx": [a.number for a in sorted(ptx)]}

@@ -98,6 +98,9 @@ class WheelReport:
     wheel: Path
     package: str
     results: list[CheckResult] = field(default_factory=list)
+    # SASS and PTX arch numbers its .so files embed ({"sass": ["90"], "ptx": ["90"]}), read
+    # while the wheel was unpacked for the checks (the manifest records them)
+    embedded: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
