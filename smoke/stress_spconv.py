@@ -8,7 +8,8 @@ exception":
 * ``pairgen``: subm pair generation at the report's shape (49,093 voxels in 757x621x546, bs=1;
   k=3, and k=5 whose masks are 4 words and are sorted as tuples). Each call is checked against
   a CPU oracle: the pairs, the masks (bit o set iff offset o has a neighbour), every
-  ``mask_argsort`` a permutation, and the masks sorted by it (lexicographically, one direction).
+  ``mask_argsort`` a permutation, the masks sorted in place (ascending, as tuples: spconv's
+  ``thrust::sort_by_key``) with ``mask_argsort[i]`` the row of the i-th mask (``check_split``).
 * ``strided``: a stride-2 conv and its inverse, MaskImplicitGemm and MaskSplitImplicitGemm
   against Native (forward and backward).
 * ``model``: a PTv3-like net (a k=5 stem compiled by NVRTC, k=3 subm blocks, a stride-2 down and
@@ -37,8 +38,8 @@ import torch
 REPORT_SHAPE = (757, 621, 546)
 REPORT_VOXELS = 49_093
 CALLS_95_AT_1E4 = math.ceil(math.log(0.05) / math.log(1 - 1e-4))   # 29,956
-# SPCONV_DO_SORT=0 (the user's diagnostic) skips the merge sort: mask_argsort stays a
-# permutation, but nothing sorts the masks by it
+# SPCONV_DO_SORT=0 (the user's diagnostic) skips the merge sort: the masks stay in row order
+# and mask_argsort is the identity
 SORTED = os.environ.get("SPCONV_DO_SORT", "1") == "1"
 
 
@@ -103,15 +104,38 @@ def mask_words(pairs: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def lexicographically_sorted(keys: torch.Tensor) -> bool:
-    """Rows of ``keys`` ([n, words], non-negative int64) in one order, up or down."""
+def ascending(keys: torch.Tensor) -> bool:
+    """Rows of ``keys`` ([n, words] int64) in ascending lexicographic order, as
+    ``thrust::sort_by_key`` leaves tuple keys (``thrust::less`` on the tuple)."""
     a, b = keys[:-1], keys[1:]
-    same = a == b
-    first = (~same).to(torch.int8).argmax(1, keepdim=True)
-    all_same = same.all(1)
-    up = all_same | (a.gather(1, first) < b.gather(1, first)).squeeze(1)
-    down = all_same | (a.gather(1, first) > b.gather(1, first)).squeeze(1)
-    return bool(up.all()) or bool(down.all())
+    differ = a != b
+    first = differ.to(torch.int8).argmax(1, keepdim=True)
+    return bool((~differ.any(1) | (a.gather(1, first) < b.gather(1, first)).squeeze(1)).all())
+
+
+def check_split(masks: torch.Tensor, argsort: torch.Tensor, n: int, sorted_: bool
+                ) -> tuple[torch.Tensor | None, list[str]]:
+    """One split of spconv's subm masks against what its sort promises; returns the masks in
+    row order (uint32 values in int64) for the comparison with the pairs, and the problems.
+
+    spconv sorts in place: ``SpconvOps.sort_1d_by_key_allocator`` (spconv/csrc/sparse/all.py)
+    runs ``thrust::sort_by_key`` on the mask words as one tuple per row, in their own dtype,
+    ascending, carrying an ``arange`` along, so row i of the returned masks is the mask of
+    row ``mask_argsort[i]``. Without the sort both stay as they were: masks in row order,
+    mask_argsort the identity."""
+    keys = masks.reshape(n, -1).to(torch.int64)   # the dtype's own order (int32: signed)
+    rows = argsort.to(torch.int64)
+    counts = torch.bincount(rows, minlength=n)
+    if counts.numel() != n or not bool((counts == 1).all()):
+        return None, ["mask_argsort is not a permutation"]
+    problems = []
+    if sorted_ and not ascending(keys):
+        problems.append("the masks are not in ascending order")
+    if not sorted_ and not torch.equal(rows, torch.arange(n, device=rows.device)):
+        problems.append("mask_argsort is not the identity without the sort")
+    in_rows = torch.empty_like(keys)
+    in_rows[rows] = keys
+    return in_rows & 0xFFFFFFFF, problems
 
 
 class Tally:
@@ -148,13 +172,10 @@ def pairgen(tally: Tally, sets, k: int, algo, calls: int) -> None:
             problems.append(f"{int((pair_fwd != ref_pairs).sum())} pairs differ from the oracle")
         union = torch.zeros_like(ref_masks)
         for masks, argsort in zip(mask_splits, argsort_splits):
-            words = masks.reshape(n, -1).to(torch.int64) & 0xFFFFFFFF
-            union |= words
-            counts = torch.bincount(argsort.to(torch.int64), minlength=n)
-            if counts.numel() != n or not bool((counts == 1).all()):
-                problems.append("mask_argsort is not a permutation")
-            elif SORTED and not lexicographically_sorted(words[argsort.to(torch.int64)]):
-                problems.append("the masks are not sorted by mask_argsort")
+            in_rows, found = check_split(masks, argsort, n, SORTED)
+            problems += found
+            if in_rows is not None:
+                union |= in_rows
         if not torch.equal(union, ref_masks):
             problems.append(f"{int((union != ref_masks).any(1).sum())} masks differ from the pairs")
         tally.calls += 1

@@ -103,11 +103,32 @@ def _executable(path: Path) -> Path:
     return path
 
 
-def test_the_sanitizer_is_found_in_the_envs_pypi_wheel(tmp_path, monkeypatch):
+def test_the_sanitizer_is_found_where_it_can_launch_a_program(tmp_path, monkeypatch):
     monkeypatch.delenv("CUFORGE_COMPUTE_SANITIZER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     binary = _executable(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "compute-sanitizer")
+    _executable(binary.with_name("TreeLauncherSubreaper"))
     assert find_sanitizer([tmp_path / "site"]) == binary
+    # a toolkit's bin/ links to compute-sanitizer/, where the helper is
+    tool = _executable(tmp_path / "cuda" / "compute-sanitizer" / "compute-sanitizer")
+    _executable(tool.with_name("TreeLauncherSubreaper"))
+    (tmp_path / "cuda" / "bin").mkdir()
+    (tmp_path / "cuda" / "bin" / "compute-sanitizer").symlink_to(tool)
+    assert find_sanitizer([], tmp_path / "cuda" / "bin") == tmp_path / "cuda" / "bin" / "compute-sanitizer"
+
+
+def test_pypis_sanitizer_without_its_launcher_is_one_clear_error(tmp_path, monkeypatch):
+    """nvidia-cuda-sanitizer-api 13.0.85 lays out bin/compute-sanitizer and lib/*.so, no
+    TreeLauncherSubreaper: on the H100 every run ended "couldn't find exit code" (session 23)."""
+    monkeypatch.delenv("CUFORGE_COMPUTE_SANITIZER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    binary = _executable(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "compute-sanitizer")
+    (binary.parent.parent / "lib").mkdir()
+    (binary.parent.parent / "lib" / "libTreeLauncherTargetInjection.so").write_bytes(b"")
+    with pytest.raises(ToolchainError) as err:
+        find_sanitizer([tmp_path / "site"])
+    assert err.value.exit_code == 3 and "cannot launch a program" in str(err.value)
+    assert "CUFORGE_COMPUTE_SANITIZER" in err.value.hint
 
 
 def test_no_sanitizer_is_one_error_naming_the_wheel(tmp_path, monkeypatch):

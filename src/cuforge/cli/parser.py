@@ -363,4 +363,4 @@ def _stress_args(p: argparse.ArgumentParser) -> None:
                         "checked (minutes; spconv's is sized to see a 1e-4 per-call fault)")
     p.add_argument("--sanitize", action="store_true",
                    help="also run each [stress] short under compute-sanitizer memcheck (0 errors "
-                        "required; PyPI's nvidia-cuda-sanitizer-api holds the binary)")
+                        "required; the CUDA toolkit's compute-sanitizer, or CUFORGE_COMPUTE_SANITIZER)")

@@ -8,7 +8,8 @@ pass, 77 skipped, anything else fail; the last line says why). n calls see a fau
 rate p with probability 1 - (1 - p)^n: 29,956 calls for p = 1e-4 at 95 % (smoke/stress_spconv.py).
 
 Under ``--sanitize`` the script's ``short_args`` run under ``compute-sanitizer --tool memcheck``
-(PyPI's ``nvidia-cuda-sanitizer-api`` holds it: no system CUDA needed); the check passes only
+(the toolkit's, whole: ``find_sanitizer``; PyPI's ``nvidia-cuda-sanitizer-api`` lacks the
+helper it launches programs with); the check passes only
 with 0 errors:
 
 >>> sanitizer_errors("========= ERROR SUMMARY: 0 errors\\n")
@@ -38,9 +39,14 @@ CHECK = "stress"
 SANITIZE_CHECK = "sanitize"   # the short run under compute-sanitizer: a result of its own
 JIT_SUFFIX = "-ptx-jit"       # either, on the wheel's PTX (--ptx-jit): another claim, another name
 SANITIZER = "compute-sanitizer"
-SANITIZER_FIX = ("pip install 'nvidia-cuda-sanitizer-api==13.0.*' into the combo's env (it "
-                 "holds nvidia/cu13/bin/compute-sanitizer), or set CUFORGE_COMPUTE_SANITIZER "
-                 "to the binary")
+SANITIZER_FIX = ("install the CUDA toolkit's compute-sanitizer (NVIDIA's cuda-sanitizer-13-0 "
+                 "package, or the toolkit's compute-sanitizer/ directory) and set "
+                 "CUFORGE_COMPUTE_SANITIZER to its compute-sanitizer; PyPI's "
+                 "nvidia-cuda-sanitizer-api lacks TreeLauncherSubreaper and cannot launch a program")
+# compute-sanitizer starts the program through this helper beside it; PyPI's
+# nvidia-cuda-sanitizer-api (13.0.85 to 13.2.87) ships the binary without it, and the run then
+# ends with "couldn't find exit code" before the program starts (H100, session 23)
+LAUNCHER_HELPER = "TreeLauncherSubreaper"
 _SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
 
 
@@ -59,23 +65,38 @@ def sanitizer_errors(output: str) -> int | None:
     return int(found[-1]) if found else None
 
 
+def can_launch(binary: Path) -> bool:
+    """Whether this compute-sanitizer has the helper it starts programs with: beside it, or in
+    the toolkit's ``compute-sanitizer/`` when ``bin/`` holds a link or wrapper to it."""
+    real = Path(os.path.realpath(binary))
+    return any((d / LAUNCHER_HELPER).is_file()
+               for d in (real.parent, real.parent.parent / SANITIZER))
+
+
 def find_sanitizer(site_dirs: Sequence[Path], toolkit_bin: Path | None = None) -> Path:
     """compute-sanitizer: ``CUFORGE_COMPUTE_SANITIZER``, else the combo env's PyPI wheel
-    (``site-packages/nvidia/cu13/bin``), else the toolkit's ``bin/``, else PATH."""
+    (``site-packages/nvidia/cu13/bin``), else the toolkit's ``bin/``, else PATH; the first
+    that can launch a program (``can_launch``). One found that cannot is one clear error."""
     if named := os.environ.get("CUFORGE_COMPUTE_SANITIZER"):
-        if Path(named).is_file():
-            return Path(named)
-        raise ToolchainError(f"CUFORGE_COMPUTE_SANITIZER names {named}, which is not a file",
-                             hint=SANITIZER_FIX)
-    candidates = [d / "nvidia" / sub / "bin" / SANITIZER for d in site_dirs
-                  for sub in ("cu13", "cuda_sanitizer_api")]
-    if toolkit_bin is not None:
-        candidates.append(toolkit_bin / SANITIZER)
-    for path in candidates:
-        if path.is_file():
+        if not Path(named).is_file():
+            raise ToolchainError(f"CUFORGE_COMPUTE_SANITIZER names {named}, which is not a "
+                                 "file", hint=SANITIZER_FIX)
+        candidates = [Path(named)]
+    else:
+        candidates = [d / "nvidia" / sub / "bin" / SANITIZER for d in site_dirs
+                      for sub in ("cu13", "cuda_sanitizer_api")]
+        if toolkit_bin is not None:
+            candidates.append(toolkit_bin / SANITIZER)
+        if on_path := shutil.which(SANITIZER):
+            candidates.append(Path(on_path))
+    found = [c for c in candidates if c.is_file()]
+    for path in found:
+        if can_launch(path):
             return path
-    if found := shutil.which(SANITIZER):
-        return Path(found)
+    if found:
+        raise ToolchainError(f"--sanitize: {found[0]} cannot launch a program: no "
+                             f"{LAUNCHER_HELPER} beside it (a run ends with \"couldn't find "
+                             "exit code\" before the program starts)", hint=SANITIZER_FIX)
     raise ToolchainError("--sanitize needs compute-sanitizer, and none was found (looked in "
                          f"{', '.join(str(c.parent) for c in candidates) or 'no env'} and PATH)",
                          hint=SANITIZER_FIX)
