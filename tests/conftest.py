@@ -9,6 +9,7 @@ Set ``CUFORGE_TEST_NO_ENV=1`` to skip that (torch-dependent tests then skip).
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,3 +34,22 @@ def pytest_sessionstart(session) -> None:
 def torch_python() -> Path | None:
     env = os.environ.get("CUFORGE_TEST_TORCH_PYTHON")
     return Path(env) if env else None
+
+
+def pure_python_project(root: Path, name: str, body: str) -> Path:
+    """A pure-Python setuptools project ``name`` at ``root`` (module ``name`` with dashes as
+    underscores, holding ``body``): what the real-build tests build quickly."""
+    mod = name.replace("-", "_")
+    (root / mod).mkdir(parents=True)
+    (root / mod / "__init__.py").write_text(textwrap.dedent(body))
+    (root / "pyproject.toml").write_text(textwrap.dedent(f"""
+        [build-system]
+        requires = ["setuptools"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "{name}"
+        version = "0.1"
+        [tool.setuptools]
+        packages = ["{mod}"]
+        """))
+    return root

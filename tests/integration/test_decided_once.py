@@ -11,13 +11,12 @@ import importlib
 import shutil
 import socket
 import sys
-import textwrap
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import torch_python
+from conftest import pure_python_project, torch_python
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow,
@@ -60,23 +59,6 @@ def calls(monkeypatch) -> Counter:
     return counted
 
 
-def _package(root: Path, name: str, body: str) -> Path:
-    mod = name.replace("-", "_")
-    (root / mod).mkdir(parents=True)
-    (root / mod / "__init__.py").write_text(body)
-    (root / "pyproject.toml").write_text(textwrap.dedent(f"""
-        [build-system]
-        requires = ["setuptools"]
-        build-backend = "setuptools.build_meta"
-        [project]
-        name = "{name}"
-        version = "0.1"
-        [tool.setuptools]
-        packages = ["{mod}"]
-        """))
-    return root
-
-
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Path:
     """A project whose combo ``own`` names 2.13.0 but runs the test torch's interpreter (2.14.1:
@@ -91,8 +73,8 @@ def project(tmp_path, monkeypatch) -> Path:
     (proj / "envs" / "combos.toml").write_text(
         f'[[combo]]\nname = "own"\npython = "3.11"\naccel = "cu130"\ntorch = "2.13.0"\n'
         f'interpreter = "{torch_python()}"\npackages = ["tiny-render"]\n')
-    knn = _package(tmp_path / "src" / "knn", "tiny-knn", 'def knn():\n    return "knn"\n')
-    render = _package(tmp_path / "src" / "render", "tiny-render",
+    knn = pure_python_project(tmp_path / "src" / "knn", "tiny-knn", 'def knn():\n    return "knn"\n')
+    render = pure_python_project(tmp_path / "src" / "render", "tiny-render",
                       "import tiny_knn\n\ndef uses_knn():\n    return tiny_knn.knn()\n")
     (proj / "recipes").mkdir()
     for name, src, deps in (("tiny-knn", knn, "[]"), ("tiny-render", render, '["tiny-knn"]')):

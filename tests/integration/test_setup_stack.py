@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from cuforge.core.project import Project
 from cuforge.core.digest import sha256_of
 from cuforge.publish.wheelhouse import Entry, Wheelhouse
 
-from conftest import torch_python
+from conftest import pure_python_project, torch_python
 
 REPO = Path(__file__).resolve().parents[2]
 # the pointcept set applies to our fixture as it is (milo's records upstream's code hash)
@@ -82,24 +81,6 @@ print("pass: tiny forward")
 """
 
 
-def package(root: Path, name: str, body: str) -> Path:
-    """A pure-Python setuptools project ``name`` (module ``name`` with dashes as underscores)."""
-    mod = name.replace("-", "_")
-    (root / mod).mkdir(parents=True)
-    (root / mod / "__init__.py").write_text(textwrap.dedent(body))
-    (root / "pyproject.toml").write_text(textwrap.dedent(f"""
-        [build-system]
-        requires = ["setuptools"]
-        build-backend = "setuptools.build_meta"
-        [project]
-        name = "{name}"
-        version = "0.1"
-        [tool.setuptools]
-        packages = ["{mod}"]
-        """))
-    return root
-
-
 def make_project(tmp: Path, combo_row: str) -> Project:
     proj = tmp / "proj"
     (proj / "envs").mkdir(parents=True)
@@ -110,13 +91,13 @@ def make_project(tmp: Path, combo_row: str) -> Project:
     (proj / "stacks" / "tiny.toml").write_text(STACK)
     (proj / "smoke" / "stack_models").mkdir(parents=True)
     (proj / "smoke" / "stack_models" / "tiny.py").write_text(MODEL_CHECK)
-    knn = package(tmp / "src" / "knn", "tiny-knn", 'def knn():\n    return "knn"\n')
-    render = package(tmp / "src" / "render", "tiny-render",
+    knn = pure_python_project(tmp / "src" / "knn", "tiny-knn", 'def knn():\n    return "knn"\n')
+    render = pure_python_project(tmp / "src" / "render", "tiny-render",
                      "import tiny_knn\ndef uses_knn():\n    return tiny_knn.knn()\n")
     # a recipe of another stack that this checkout requires (Pointcept's torch-geometric):
     # the installer takes it from the index, so it does not hold the requirements back
-    extra = package(tmp / "src" / "extra", "tiny-extra", "")
-    broken = package(tmp / "src" / "broken", "tiny-broken", "")
+    extra = pure_python_project(tmp / "src" / "extra", "tiny-extra", "")
+    broken = pure_python_project(tmp / "src" / "broken", "tiny-broken", "")
     (broken / "setup.py").write_text("raise SystemExit('this package does not build here')\n")
     (proj / "recipes").mkdir()
     for name, src, deps in (("tiny-knn", knn, []), ("tiny-render", render, ["tiny-knn"]),
