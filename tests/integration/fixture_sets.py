@@ -10,9 +10,10 @@ recorded upstream hash is checked by hand against the pinned tree (docs/packages
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
-from cuforge.patching import PatchSet, load_patch_set
+from cuforge.patching import PatchSet, apply, load_patch_set
 from cuforge.patching.pyfunc import ReplaceFunction
 from patch_hashes import function_hash_in
 
@@ -29,3 +30,15 @@ def fixture_set(name: str, root: Path) -> PatchSet:
             patch = dataclasses.replace(patch, op=dataclasses.replace(patch.op, original_sha256=ours))
         patches.append(patch)
     return dataclasses.replace(ps, patches=tuple(patches))
+
+
+UPSTREAM = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
+
+
+def fixture_tree(name: str, root: Path, patched: bool) -> Path:
+    """A copy of the upstream-shaped fixture ``name`` at ``root``, with its patch set applied
+    when ``patched``."""
+    shutil.copytree(UPSTREAM / name, root)
+    if patched:
+        apply(fixture_set(name, root), root)
+    return root

@@ -6,18 +6,13 @@ in its header, as GemmParams' is, and no unit is generated for it."""
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from fixture_sets import fixture_set
-
-from cuforge.patching import apply
+from fixture_sets import fixture_tree
 
 pccm = pytest.importorskip("pccm")
-
-UPSTREAM = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "upstream"
 
 
 def generated(tmp_path: Path, patched: bool, units_variable: str | None = None
@@ -27,10 +22,8 @@ def generated(tmp_path: Path, patched: bool, units_variable: str | None = None
     import os
 
     from pccm.core import CodeGenerator
-    root = tmp_path / ("patched" if patched else "upstream") / str(units_variable)
-    shutil.copytree(UPSTREAM / "cumm", root)
-    if patched:
-        apply(fixture_set("cumm", root), root)
+    root = fixture_tree("cumm", tmp_path / ("patched" if patched else "upstream")
+                        / str(units_variable), patched)
     spec = importlib.util.spec_from_file_location(f"cumm_kernel_{patched}_{units_variable}",
                                                   root / "cumm/conv/kernel.py")
     kernel = importlib.util.module_from_spec(spec)

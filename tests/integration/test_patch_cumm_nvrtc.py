@@ -11,11 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fixture_sets import fixture_set
-
-from cuforge.patching import apply
-
-UPSTREAM = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "upstream"
+from fixture_sets import fixture_tree
 
 
 class BuildMeta:
@@ -35,10 +31,7 @@ class BuildMeta:
 
 
 def nvrtc_module(tmp_path: Path, patched: bool):
-    root = tmp_path / ("patched" if patched else "upstream")
-    shutil.copytree(UPSTREAM / "cumm", root)
-    if patched:
-        apply(fixture_set("cumm", root), root)
+    root = fixture_tree("cumm", tmp_path / ("patched" if patched else "upstream"), patched)
     spec = importlib.util.spec_from_file_location(f"cumm_nvrtc_{root.name}",
                                                   root / "cumm/nvrtc/__init__.py")
     module = importlib.util.module_from_spec(spec)
