@@ -183,13 +183,16 @@ def dist_info(names: Iterable[str]) -> str:
     return found.pop()
 
 
+_SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")   # a wheel member that is a shared object
+
+
 def links_torch(wheel: Path) -> bool:
     """Whether any ``.so`` in ``wheel`` was compiled against torch: it needs a torch library
     (``libc10.so``, ``libtorch_cpu.so``...) or leaves c10/at/torch symbols undefined."""
     from cuforge.core.elf import ELF_MAGIC, ElfLib
     with zipfile.ZipFile(wheel) as zf:   # read in memory: no second unpack of the wheel
         for member in zf.namelist():
-            if not re.search(r"\.so(\.\d+)*$", member):
+            if not _SHARED_OBJECT.search(member):
                 continue
             data = zf.read(member)
             if not data.startswith(ELF_MAGIC):
@@ -203,7 +206,7 @@ def links_torch(wheel: Path) -> bool:
 
 def has_compiled_code(wheel: Path) -> bool:
     with zipfile.ZipFile(wheel) as zf:
-        return any(re.search(r"\.so(\.\d+)*$", n) for n in zf.namelist())
+        return any(_SHARED_OBJECT.search(n) for n in zf.namelist())
 
 
 def metadata(wheel: Path) -> tuple[str, list[str]]:

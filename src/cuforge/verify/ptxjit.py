@@ -48,14 +48,13 @@ def hidden_arch_number(device: Arch) -> int:
     return (device.major + 1) * 10
 
 
-def _hide_in(container: FatbinContainer, device: Arch) -> list[int]:
-    """Offsets (in the section) of the entries to relabel: every SASS image the device could
-    run, so that neither the native nor an older same-major image is picked instead. None in
-    nvcc's device-link stub (no kernels: nothing of it runs either way)."""
+def _hide_in(container: FatbinContainer, device: Arch) -> list[FatbinEntry]:
+    """The entries to relabel: every SASS image the device could run, so that neither the
+    native nor an older same-major image is picked instead. None in nvcc's device-link stub
+    (no kernels: nothing of it runs either way)."""
     if container.is_link_stub or (runs := runs_on(container, device)) is None or runs[0] == "ptx":
         return []
-    return [e.offset for e in container.entries
-            if e.is_sass and _sass_runs(e.arch, device)]
+    return [e for e in container.entries if e.is_sass and _sass_runs(e.arch, device)]
 
 
 def _fatbin_at(so: Path) -> tuple[int, bytes] | None:
@@ -76,15 +75,14 @@ def hide_sass(root: Path, device: Arch) -> HiddenSass:
         section_at, data = found
         patched, lost = bytearray(data), 0
         for container in parse_fatbin(data):
-            if not (offsets := _hide_in(container, device)):
+            if not (hidden := _hide_in(container, device)):
                 continue
-            if runs_on(_as_patched(container, offsets), device) is None:
+            if runs_on(_as_patched(container, hidden), device) is None:
                 lost += 1   # no PTX to fall back on: left as it is, and said
                 continue
-            for entry in container.entries:
-                if entry.offset in offsets:
-                    _relabel(patched, entry, hidden_arch_number(device))
-            images += len(offsets)
+            for entry in hidden:
+                _relabel(patched, entry, hidden_arch_number(device))
+            images += len(hidden)
             groups += 1
         if lost:
             without_ptx.append(f"{so.relative_to(root)}: {lost} groups")
@@ -113,9 +111,9 @@ def _relabel(section: bytearray, entry: FatbinEntry, number: int) -> None:
             return
 
 
-def _as_patched(container: FatbinContainer, offsets: list[int]) -> FatbinContainer:
-    """The container as the driver sees it once the images at ``offsets`` are hidden."""
-    kept = tuple(e for e in container.entries if e.offset not in offsets)
+def _as_patched(container: FatbinContainer, hidden: list[FatbinEntry]) -> FatbinContainer:
+    """The container as the driver sees it once the ``hidden`` images are passed over."""
+    kept = tuple(e for e in container.entries if e not in hidden)
     return FatbinContainer(container.index, container.offset, kept)
 
 
