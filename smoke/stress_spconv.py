@@ -119,11 +119,13 @@ def check_split(masks: torch.Tensor, argsort: torch.Tensor, n: int, sorted_: boo
     row order (uint32 values in int64) for the comparison with the pairs, and the problems.
 
     spconv sorts in place: ``SpconvOps.sort_1d_by_key_allocator`` (spconv/csrc/sparse/all.py)
-    runs ``thrust::sort_by_key`` on the mask words as one tuple per row, in their own dtype,
-    ascending, carrying an ``arange`` along, so row i of the returned masks is the mask of
-    row ``mask_argsort[i]``. Without the sort both stay as they were: masks in row order,
-    mask_argsort the identity."""
-    keys = masks.reshape(n, -1).to(torch.int64)   # the dtype's own order (int32: signed)
+    runs ``thrust::sort_by_key`` on the mask words as one tuple per row, ascending, carrying
+    an ``arange`` along, so row i of the returned masks is the mask of row
+    ``mask_argsort[i]``. The words compare as uint32: torch holds them in int32, but spconv
+    hands them to the sort as ``tv.uint32`` (spconv/pytorch/ops.py, ``pair_mask_tv``); with
+    k=5 (125 offsets, 4 words) bit 31 is set and the two orders differ. Without the sort
+    both stay as they were: masks in row order, mask_argsort the identity."""
+    keys = masks.reshape(n, -1).to(torch.int64) & 0xFFFFFFFF    # uint32 order
     rows = argsort.to(torch.int64)
     counts = torch.bincount(rows, minlength=n)
     if counts.numel() != n or not bool((counts == 1).all()):
@@ -135,7 +137,7 @@ def check_split(masks: torch.Tensor, argsort: torch.Tensor, n: int, sorted_: boo
         problems.append("mask_argsort is not the identity without the sort")
     in_rows = torch.empty_like(keys)
     in_rows[rows] = keys
-    return in_rows & 0xFFFFFFFF, problems
+    return in_rows, problems
 
 
 class Tally:

@@ -122,8 +122,9 @@ def sanitized_verdict(returncode: int | None, stdout: str, stderr: str, *, secon
             f"compute-sanitizer memcheck: {errors} errors ({seconds:.1f} s)", *found]))
     script = smoke_verdict(returncode if returncode != 99 else 1, stdout, stderr)
     if script.status is not CheckStatus.PASS:
+        memcheck = "no ERROR SUMMARY" if errors is None else "memcheck 0 errors"
         return CheckResult(check, script.status,
-                           f"{script.detail} (under compute-sanitizer)")
+                           f"{script.detail} (under compute-sanitizer: {memcheck})")
     if errors is None:
         return CheckResult(check, "fail", "compute-sanitizer printed no ERROR SUMMARY "
                            f"({describe_exit(returncode)}): {last_error_line(stderr)}")
