@@ -45,6 +45,7 @@ class Accel:
     toolkit: ToolkitSource = ToolkitSource.PYPI   # its combos' nvcc unless they say otherwise
     torch_libs: tuple[str, ...] = ()   # site-packages/nvidia/<dir>s of torch's CUDA wheels
     cccl_overlay: str = ""   # a newer nvidia-cuda-cccl whose headers come first (env/cccl.py)
+    sanitizer: str = ""      # a PyPI compute-sanitizer for --sanitize (pipeline/stress_stage.py)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ def load_accels(project: Project) -> dict[str, Accel]:
             toolkit=ToolkitSource.parse(row.get("toolkit", "pypi"), f"accels.toml [{tag}]"),
             torch_libs=tuple(row.get("torch_libs", ())),
             cccl_overlay=row.get("cccl_overlay", ""),
+            sanitizer=row.get("sanitizer", ""),
         )
     return accels
 

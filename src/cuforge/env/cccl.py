@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from filelock import FileLock
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from cuforge import data
-from cuforge.core.errors import ToolchainError
+from cuforge.env.unpacked import ensure_unpacked, unpacked_dir
 
 _CUB_VERSION = re.compile(r"^#\s*define\s+CUB_VERSION\s+(\d+)", re.M)
 
@@ -81,7 +78,7 @@ def overlay_spec(accel_spec: str) -> str:
 
 def overlay_dir(state_dir: Path, spec: str) -> Path:
     """Where the overlay for requirement ``spec`` (``nvidia-cuda-cccl==13.1.115``) lives."""
-    return state_dir / "cccl" / re.sub(r"[^A-Za-z0-9.]+", "-", spec).strip("-")
+    return unpacked_dir(state_dir, "cccl", spec)
 
 
 def overlay_include(root: Path) -> Path:
@@ -94,43 +91,16 @@ def overlay_include(root: Path) -> Path:
 
 
 def ensure_overlay(state_dir: Path, spec: str, python: Path) -> Path:
-    """The overlay's include dir, installing ``spec`` there first if needed (uv, else the
-    interpreter's pip; both honour the user's index and find-links settings, so a carried
-    wheel works offline). Installed beside and renamed into place: never half there."""
+    """The overlay's include dir, installing ``spec`` there first if needed (env/unpacked.py:
+    once, never half there; a carried wheel works offline)."""
     root = overlay_dir(state_dir, spec)
-    if (root / ".complete").is_file():
-        return overlay_include(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root) + ".lock"):   # builds side by side install it once
-        if not (root / ".complete").is_file():
-            _install(root, spec, python)
+    if ensure_unpacked(root, spec, python, what="the CCCL overlay",
+                       hint="check the network or pip's find-links (a carried wheel), or set "
+                       "`cccl_overlay = \"\"` for this accel in envs/accels.toml to build with "
+                       "the toolkit's own CCCL"):
+        from rich.text import Text
+
+        from cuforge.core.console import make_console   # a note: -q leaves it out
+        make_console(stderr=True).print(
+            Text(f"note: CCCL overlay {spec} at {overlay_include(root)}"), soft_wrap=True)
     return overlay_include(root)
-
-
-def _install(root: Path, spec: str, python: Path) -> None:
-    tmp = root.with_name(f".{root.name}.{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    # the interpreter's pip first: it reads pip's find-links and indexes (a carried wheel on a
-    # machine without network); uv where the env has no pip
-    has_pip = subprocess.run([str(python), "-m", "pip", "--version"],
-                             capture_output=True).returncode == 0
-    uv = shutil.which("uv")
-    argv = ([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-            if has_pip or not uv else [uv, "pip", "install", "--python", str(python)])
-    proc = subprocess.run([*argv, "--no-deps", "--target", str(tmp), spec], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ToolchainError(f"could not install the CCCL overlay {spec}: {tail}",
-                             hint="check the network or pip's find-links (a carried wheel), "
-                             "or set `cccl_overlay = \"\"` for this accel in envs/accels.toml "
-                             "to build with the toolkit's own CCCL")
-    (tmp / ".complete").write_text(spec + "\n")
-    shutil.rmtree(root, ignore_errors=True)
-    tmp.rename(root)
-    from rich.text import Text
-
-    from cuforge.core.console import make_console   # a note: -q leaves it out
-    make_console(stderr=True).print(Text(f"note: CCCL overlay {spec} at {overlay_include(root)}"),
-                                    soft_wrap=True)

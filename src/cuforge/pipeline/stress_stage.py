@@ -9,11 +9,30 @@ import os
 import shutil
 from pathlib import Path
 
+from cuforge.core.errors import ToolchainError
 from cuforge.core.project import Project
+from cuforge.env.unpacked import ensure_unpacked, unpacked_dir
 from cuforge.env.venv import ComboEnv
 from cuforge.pipeline.upstream_stage import each_wheel
 from cuforge.verify.report import CheckResult
-from cuforge.verify.stress import check_name, find_sanitizer, run_stress
+from cuforge.verify.stress import SANITIZER_FIX, check_name, find_sanitizer, run_stress
+
+
+def sanitizer_for(project: Project, combo_env: ComboEnv) -> Path:
+    """compute-sanitizer for ``--sanitize``: one that can launch a program (``find_sanitizer``:
+    ``CUFORGE_COMPUTE_SANITIZER``, the env's, the toolkit's, PATH), else the accel's PyPI
+    ``sanitizer`` wheel (envs/accels.toml), unpacked once under ``.cuforge/tools/``."""
+    extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    try:
+        return find_sanitizer([combo_env.info.site_packages, *extra],
+                              combo_env.toolkit.root / "bin")
+    except ToolchainError:
+        spec = combo_env.combo.accel.sanitizer
+        if not spec or os.environ.get("CUFORGE_COMPUTE_SANITIZER"):
+            raise
+    root = unpacked_dir(project.state_dir, "tools", spec)
+    ensure_unpacked(root, spec, combo_env.python, what="compute-sanitizer", hint=SANITIZER_FIX)
+    return find_sanitizer([root])
 
 
 class StressStage:
@@ -30,9 +49,7 @@ class StressStage:
         self.no_device = combo_env.target.no_device
         self.sanitizer = None
         if sanitize:
-            extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-            self.sanitizer = find_sanitizer([combo_env.info.site_packages, *extra],
-                                            combo_env.toolkit.root / "bin")
+            self.sanitizer = sanitizer_for(project, combo_env)
         self.ptx_jit = ptx_jit
         self.check = check_name(sanitize=sanitize, ptx_jit=ptx_jit)
         self._device = None

@@ -8,8 +8,8 @@ pass, 77 skipped, anything else fail; the last line says why). n calls see a fau
 rate p with probability 1 - (1 - p)^n: 29,956 calls for p = 1e-4 at 95 % (smoke/stress_spconv.py).
 
 Under ``--sanitize`` the script's ``short_args`` run under ``compute-sanitizer --tool memcheck``
-(the toolkit's, whole: ``find_sanitizer``; PyPI's ``nvidia-cuda-sanitizer-api`` lacks the
-helper it launches programs with); the check passes only
+(one that can launch a program: ``find_sanitizer``; where none is found, the accel's PyPI
+``nvidia-cuda-sanitizer-api>=13.4``: pipeline/stress_stage.py); the check passes only
 with 0 errors:
 
 >>> sanitizer_errors("========= ERROR SUMMARY: 0 errors\\n")
@@ -39,13 +39,13 @@ CHECK = "stress"
 SANITIZE_CHECK = "sanitize"   # the short run under compute-sanitizer: a result of its own
 JIT_SUFFIX = "-ptx-jit"       # either, on the wheel's PTX (--ptx-jit): another claim, another name
 SANITIZER = "compute-sanitizer"
-SANITIZER_FIX = ("install the CUDA toolkit's compute-sanitizer (NVIDIA's cuda-sanitizer-13-0 "
-                 "package, or the toolkit's compute-sanitizer/ directory) and set "
-                 "CUFORGE_COMPUTE_SANITIZER to its compute-sanitizer; PyPI's "
-                 "nvidia-cuda-sanitizer-api lacks TreeLauncherSubreaper and cannot launch a program")
+SANITIZER_FIX = ("set CUFORGE_COMPUTE_SANITIZER to a whole compute-sanitizer: the CUDA toolkit's "
+                 "(bin/compute-sanitizer), or PyPI's nvidia-cuda-sanitizer-api 13.4 or newer "
+                 "(nvidia/cu13/bin/compute-sanitizer; 13.0.48 to 13.3.75 lack "
+                 "TreeLauncherSubreaper and cannot launch a program)")
 # compute-sanitizer starts the program through this helper beside it; PyPI's
-# nvidia-cuda-sanitizer-api (13.0.85 to 13.2.87) ships the binary without it, and the run then
-# ends with "couldn't find exit code" before the program starts (H100, session 23)
+# nvidia-cuda-sanitizer-api 13.0.48 to 13.3.75 ship the binary without it, and the run then ends
+# with "couldn't find exit code" before the program starts (H100, session 23); 13.4.92 has it
 LAUNCHER_HELPER = "TreeLauncherSubreaper"
 _SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
 
