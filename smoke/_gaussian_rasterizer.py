@@ -68,21 +68,18 @@ def projection(znear: float, zfar: float, tan_half: float) -> torch.Tensor:
     return p
 
 
-def run(module_name: str, outputs: Outputs,
-        more: Callable[[object, dict, dict[str, torch.Tensor]], str] | None = None) -> None:
-    """Render, check ``outputs`` and the shared facts, backpropagate, then run ``more``
-    (rasterizer, forward arguments, named outputs) -> a note for the pass line."""
-    mod = importlib.import_module(module_name)
+def make_rasterizer(mod, module_name: str, height: int, width: int, tan_half: float):
+    """The module's GaussianRasterizer for a pinhole camera at the origin looking down +z
+    (world == camera), every settings field filled from the names the module declares."""
     dev = torch.device("cuda")
-    tan_half = math.tan(math.radians(30))
     view = torch.eye(4, device=dev)                          # world == camera, stored transposed
     proj = (view @ projection(0.01, 100.0, tan_half).T.to(dev)).contiguous()
     known = {
-        "image_height": SIZE, "image_width": SIZE, "tanfovx": tan_half, "tanfovy": tan_half,
+        "image_height": height, "image_width": width, "tanfovx": tan_half, "tanfovy": tan_half,
         "bg": torch.zeros(3, device=dev), "scale_modifier": 1.0, "viewmatrix": view,
         "projmatrix": proj, "sh_degree": 0, "campos": torch.zeros(3, device=dev),
         "prefiltered": False, "debug": False, "antialiasing": False, "kernel_size": 0.0,
-        "subpixel_offset": torch.zeros(SIZE, SIZE, 2, device=dev),
+        "subpixel_offset": torch.zeros(height, width, 2, device=dev),
         "require_coord": False, "require_depth": True,
     }
     fields = mod.GaussianRasterizationSettings._fields
@@ -90,26 +87,44 @@ def run(module_name: str, outputs: Outputs,
     if unknown:
         sys.exit(f"fail: {module_name}.GaussianRasterizationSettings has fields this smoke test "
                  f"does not know: {unknown}")
-    rasterizer = mod.GaussianRasterizer(
+    return mod.GaussianRasterizer(
         raster_settings=mod.GaussianRasterizationSettings(**{f: known[f] for f in fields}))
 
-    means3d = torch.tensor([[0.0, 0.0, DEPTH], [0.0, 0.0, -DEPTH]], device=dev, requires_grad=True)
-    colors = torch.tensor([COLOR, COLOR], device=dev, requires_grad=True)
-    opacity = torch.full((2, 1), OPACITY, device=dev, requires_grad=True)
+
+def forward_args(rasterizer, module_name: str, scene: dict[str, torch.Tensor]) -> dict:
+    """The arguments the rasterizer's ``forward`` takes, for ``scene`` (means3D,
+    colors_precomp, opacities, scales, rotations: one row per Gaussian)."""
+    means3d = scene["means3D"]
     args = {
         "means3D": means3d, "means2D": torch.zeros_like(means3d, requires_grad=True),
-        "opacities": opacity, "colors_precomp": colors, "shs": None, "dc": None,
-        "scales": torch.full((2, 3), 0.15, device=dev), "cov3D_precomp": None,
-        "rotations": torch.tensor([[1.0, 0, 0, 0]] * 2, device=dev),
-        "culling": torch.zeros(2, dtype=torch.bool, device=dev), "flag_max_count": True,
-        "view2gaussian_precomp": None,
+        "opacities": scene["opacities"], "colors_precomp": scene["colors_precomp"], "shs": None,
+        "dc": None, "scales": scene["scales"], "cov3D_precomp": None,
+        "rotations": scene["rotations"],
+        "culling": torch.zeros(len(means3d), dtype=torch.bool, device=means3d.device),
+        "flag_max_count": True, "view2gaussian_precomp": None,
     }
     params = inspect.signature(rasterizer.forward).parameters
     missing = [n for n, p in params.items() if n not in args and p.default is p.empty]
     if missing:
         sys.exit(f"fail: {module_name}.GaussianRasterizer.forward needs {missing}, "
                  "which this smoke test does not know")
-    used = {n: v for n, v in args.items() if n in params}
+    return {n: v for n, v in args.items() if n in params}
+
+
+def run(module_name: str, outputs: Outputs,
+        more: Callable[[object, dict, dict[str, torch.Tensor]], str] | None = None) -> None:
+    """Render, check ``outputs`` and the shared facts, backpropagate, then run ``more``
+    (rasterizer, forward arguments, named outputs) -> a note for the pass line."""
+    mod = importlib.import_module(module_name)
+    dev = torch.device("cuda")
+    rasterizer = make_rasterizer(mod, module_name, SIZE, SIZE, math.tan(math.radians(30)))
+    means3d = torch.tensor([[0.0, 0.0, DEPTH], [0.0, 0.0, -DEPTH]], device=dev, requires_grad=True)
+    colors = torch.tensor([COLOR, COLOR], device=dev, requires_grad=True)
+    opacity = torch.full((2, 1), OPACITY, device=dev, requires_grad=True)
+    used = forward_args(rasterizer, module_name, {
+        "means3D": means3d, "colors_precomp": colors, "opacities": opacity,
+        "scales": torch.full((2, 3), 0.15, device=dev),
+        "rotations": torch.tensor([[1.0, 0, 0, 0]] * 2, device=dev)})
     named = unpack(module_name, rasterizer(**used), outputs, {"H": SIZE, "W": SIZE, "P": 2})
     image, radii = named["color"][:3], named["radii"]
     assert not radii.is_floating_point(), f"radii are {radii.dtype}, not integers"
