@@ -82,7 +82,7 @@ for _id in _combo_ids():
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (one real CUDA build of the demo for 3.11-cu130)."""
     session.install("-e", ".[test]")
-    session.run("pytest", *(session.posargs or ["-q"]))
+    session.run("pytest", *(session.posargs or ["-q", "--durations=30"]))   # the slowest, for CI time
 
 
 @nox.session(name="emulation-setup")
