@@ -1,7 +1,7 @@
 """Stress for MILo's Gaussian rasterizers (plain/RaDe-GS, _ms, _gof): random scenes, each
 rendered twice, the second time with its Gaussians in another order, every output checked.
 
-    python smoke/stress_gaussian-rasterizer.py PACKAGE [--short]
+    python smoke/stress_gaussian-rasterizer.py PACKAGE [--short | --calls N]
 
 Why the order: the rasterizers duplicate each Gaussian once per tile it touches and sort the
 copies by a (tile | view depth) key (CUB radix sort); each pixel then blends its tile's
@@ -123,6 +123,8 @@ def main() -> int:
     mod = importlib.import_module(module_name)
     spec = helper.declared_outputs(package)
     calls = SHORT_CALLS if short else CALLS_95_AT_1E4
+    if "--calls" in sys.argv:                                  # a quicker look, by hand
+        calls = int(sys.argv[sys.argv.index("--calls") + 1])
     most = 5_000 if short else 60_000
     gen = torch.Generator().manual_seed(0)
     failures, seen, started = 0, [], time.monotonic()
