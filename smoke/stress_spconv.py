@@ -31,6 +31,7 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -323,17 +324,12 @@ def main() -> int:
         where = tallies[-1].name if tallies else "setup"
         print(f"error in {where} after {done} calls: {str(err).splitlines()[0]}", file=sys.stderr)
         return 1
-    for t in tallies:
-        for seen in t.seen:
-            print(f"  {t.name}: {seen}", file=sys.stderr)
-    failures = sum(t.failures for t in tallies)
-    calls_all = sum(t.calls for t in tallies)
-    if failures:
-        bad = ", ".join(f"{t.name} {t.failures}/{t.calls}" for t in tallies if t.failures)
-        print(f"fail: {failures} wrong results in {calls_all} calls ({bad})", file=sys.stderr)
-        return 1
-    print(f"pass: {calls_all} calls in {len(tallies)} sections, 0 failures on {device}")
-    return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))   # the shared helper beside us
+    from _stress_verdict import verdict
+    bad = ", ".join(f"{t.name} {t.failures}/{t.calls}" for t in tallies if t.failures)
+    return verdict(sum(t.calls for t in tallies), sum(t.failures for t in tallies),
+                   [f"  {t.name}: {seen}" for t in tallies for seen in t.seen], device,
+                   sections=len(tallies), which=f" ({bad})")
 
 
 if __name__ == "__main__":
