@@ -199,9 +199,12 @@ def test_the_wheel_was_compiled_against_the_cccl_overlay(built):
     assert results["cccl"]["status"] == "pass" and "CCCL 3.1.4" in results["cccl"]["detail"]
 
 
-def test_stress_without_a_gpu_is_skipped_and_sanitize_without_a_sanitizer_is_one_error(built):
+def test_stress_without_a_gpu_is_skipped_and_sanitize_with_a_broken_sanitizer_is_one_error(
+        built, tmp_path):
     """--stress runs the recipe's [stress] only where a GPU is: here it says skipped, never
-    pass. --sanitize without compute-sanitizer stops before any check: exit 3, the fix named."""
+    pass. --sanitize without a toolkit's compute-sanitizer takes the accel's PyPI one (unpacked
+    under the state dir) and is skipped too; one named in CUFORGE_COMPUTE_SANITIZER that cannot
+    launch a program stops before any check: exit 3, the fix named."""
     wh, env, _ = built
     out = cuforge("verify", str(wh / COMBO_DIR), "--combo", "3.11-cu130", "--json", "--stress",
                   env=env)
@@ -212,9 +215,21 @@ def test_stress_without_a_gpu_is_skipped_and_sanitize_without_a_sanitizer_is_one
     if shutil.which("compute-sanitizer"):
         pytest.skip("this machine has a compute-sanitizer on PATH")
     bare = {k: v for k, v in env.items() if k != "CUFORGE_COMPUTE_SANITIZER"}
-    out = cuforge("verify", str(wh / COMBO_DIR), "--combo", "3.11-cu130", "--sanitize", env=bare)
+    out = cuforge("verify", str(wh / COMBO_DIR), "--combo", "3.11-cu130", "--json", "--sanitize",
+                  env=bare)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = {r["check"]: r for r in json.loads(out.stdout)["wheels"][0]["results"]}
+    assert results["sanitize"]["detail"].startswith("skipped: no GPU")
+    state = Path(env.get("CUFORGE_STATE") or ROOT / ".cuforge")
+    assert list(state.glob("tools/nvidia-cuda-sanitizer-api-*/nvidia/*/bin/compute-sanitizer"))
+    lone = tmp_path / "bin" / "compute-sanitizer"          # PyPI 13.0's layout: no helper beside
+    lone.parent.mkdir()
+    lone.write_text("#!/bin/sh\nexit 0\n")
+    lone.chmod(0o755)
+    out = cuforge("verify", str(wh / COMBO_DIR), "--combo", "3.11-cu130", "--sanitize",
+                  env={**bare, "CUFORGE_COMPUTE_SANITIZER": str(lone)})
     assert out.returncode == 3, out.stderr[-2000:]
-    assert "compute-sanitizer" in out.stderr and "nvidia-cuda-sanitizer-api" in out.stderr
+    assert "cannot launch a program" in out.stderr and "nvidia-cuda-sanitizer-api" in out.stderr
     assert "Traceback" not in out.stderr
 
 
