@@ -48,7 +48,7 @@ class StressStage:
         self.env = dict(combo_env.target.step_env())
         self.no_device = combo_env.target.no_device
         self.sanitizer = None
-        if sanitize:
+        if sanitize and not self.no_device:      # an emulated target runs no GPU code here
             self.sanitizer = sanitizer_for(project, combo_env)
         self.ptx_jit = ptx_jit
         self.check = check_name(sanitize=sanitize, ptx_jit=ptx_jit)
