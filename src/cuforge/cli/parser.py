@@ -363,4 +363,5 @@ def _stress_args(p: argparse.ArgumentParser) -> None:
                         "checked (minutes; spconv's is sized to see a 1e-4 per-call fault)")
     p.add_argument("--sanitize", action="store_true",
                    help="also run each [stress] short under compute-sanitizer memcheck (0 errors "
-                        "required; the CUDA toolkit's compute-sanitizer, or CUFORGE_COMPUTE_SANITIZER)")
+                        "required; the toolkit's compute-sanitizer, else the accel's PyPI one, "
+                        "unpacked once; CUFORGE_COMPUTE_SANITIZER names another)")

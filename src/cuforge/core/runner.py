@@ -13,8 +13,9 @@ Not every process starts here. These modules call ``subprocess`` or ``os.exec*``
   ``core/elf.py`` (``c++filt``), ``pipeline/compiler_cache.py`` (sccache's client, with its
   own timeout; its server starts here, ``start``);
 - an install whose failure is a reason, not a build error: ``env/unpacked.py`` (a wheel
-  unpacked once: the CCCL overlay, the PyPI compute-sanitizer), ``env/checkoutreqs.py`` (a checkout's requirements: pip's words are read),
-  ``verify/upstream.py`` (uv's install where the env has no pip);
+  unpacked once: the CCCL overlay, the PyPI compute-sanitizer), ``env/checkoutreqs.py`` (a
+  checkout's requirements: pip's words are read), ``verify/upstream.py`` (uv's install where
+  the env has no pip);
 - the emulation root, as root: ``env/rootrun.py`` (``unshare``, ``mount``, then the command
   exec'd inside the root), ``env/emulation_setup.py`` (binfmt_misc's mount, dpkg-query,
   ``qemu --version``, the root's Python);
