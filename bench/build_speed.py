@@ -303,6 +303,9 @@ def main() -> None:
     parser.add_argument("--emulated-packages", default=DEMO,
                         help="comma-separated packages of the emulated rows (e.g. pointops,"
                         "pointgroup_ops,torch-scatter,cumm,spconv: hours on 2 cores)")
+    parser.add_argument("--kernel-sets", default="full,lean",
+                        help="the kernels row's builds, the first the baseline: full, lean, "
+                        "or a recipe's narrower set (3d)")
     parser.add_argument("--wheelhouse", default="",
                         help="keep the wheels here (default: a throw-away dir)")
     parser.add_argument("--state", default="",

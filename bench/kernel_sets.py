@@ -6,11 +6,16 @@
 The row of ``bench/build_speed.py`` named ``kernels`` (not in its default set: two cold
 spconv builds are ~90 min on 2 cores, ~15 min on 16). Each build is cold (work dir wiped,
 ``--rebuild``, cache off, ``--skip-smoke``), for the same combo and arches, on the same
-machine: first ``--full-kernels``, then the recipe's lean set. Measured per build, from
-spconv's own ``.ninja_log`` (its compile steps, the link included):
+machine: first ``--kernels full``, then the recipe's lean set (``--kernel-sets full,lean,3d``
+adds the narrower set). Measured per build, from spconv's own ``.ninja_log`` (its compile
+steps, the link included), and from the build's own processes:
 
 - Σ compile seconds: the sum of every step's duration, the CPU time the compile asked for
   (a step runs one nvcc/g++; nvcc's ``-t`` threads add to it, as in the issue's 7,635 s);
+- CPU seconds: user+system time of the whole build (getrusage of the processes it waited
+  for): the compile's real cost, which does not grow when the machine is shared as a step's
+  duration does (session 24's 12.0 run: the 518 steps both builds share took 3,961 s in the
+  full build and 3,453 s in the lean one, beside different GPU work);
 - wall: spconv's ``compiled ... in S s`` (fetch, pccm's generation, ninja, the wheel);
 - steps: ninja's steps;
 
@@ -23,6 +28,7 @@ the compile goes (issue 51, point 3). Each build's log is kept as
 from __future__ import annotations
 
 import re
+import resource
 import shutil
 from pathlib import Path
 
@@ -98,23 +104,43 @@ def spconv_ninja_log(state: Path) -> Path:
     return logs[-1]
 
 
+def build_cpu_seconds(bench, extra: tuple[str, ...]) -> tuple[float, str, float]:
+    """(wall, output, CPU seconds) of one cuforge build: the user+system time of every process
+    it waited for (cuforge, pip, spconv's setup.py and pccm, ninja, each nvcc and what it
+    runs). CPU time, unlike a step's duration in ``.ninja_log``, barely grows when other work
+    shares the machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, output = bench.cuforge([PACKAGE], "--rebuild", *extra)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, output, cpu
+
+
 def kernel_rows(bench, args, compiled_seconds) -> list[tuple]:
-    """Three rows, lean over full: Σ compile seconds, wall, ninja steps."""
+    """spconv built cold once per kernel set of ``args.kernel_sets`` (default full, then lean;
+    ``3d``: the recipe's narrower set); each later set over the first: Σ compile seconds
+    (.ninja_log), the builds' CPU seconds, wall, ninja steps."""
+    labels = getattr(args, "kernel_sets", "full,lean").split(",")
+    bench.cuforge(["cumm"])   # its dependencies first: the rows measure spconv alone
     measured = {}
-    for label, extra in (("full", ("--full-kernels",)), ("lean", ())):
+    for label in labels:
         bench.wipe([PACKAGE])
-        _, output = bench.cuforge([PACKAGE], "--rebuild", *extra)
+        _, output, cpu_s = build_cpu_seconds(bench, ("--kernels", label))
         log = shutil.copyfile(spconv_ninja_log(bench.state),   # the next build wipes it
                               bench.state / f"spconv-{label}.ninja_log")
         steps, cpu, _ = ninja_log_totals(log)
-        measured[label] = (cpu, compiled_seconds(output, PACKAGE), steps)
+        measured[label] = (cpu, cpu_s, compiled_seconds(output, PACKAGE), steps)
         print(f"spconv {label} kernels: {steps} ninja steps, Σ {cpu:.0f} compile s, "
-              f"compiled in {measured[label][1]:.1f} s ({log})", flush=True)
+              f"{cpu_s:.0f} CPU s, compiled in {measured[label][2]:.1f} s ({log})", flush=True)
         for group, (n, secs) in sorted(group_totals(log).items(), key=lambda kv: -kv[1][1]):
             print(f"  {group:14} {n:4} steps  Σ {secs:7.0f} s  ({100 * secs / cpu:4.1f} %)")
-    (f_cpu, f_wall, f_steps), (l_cpu, l_wall, l_steps) = measured["full"], measured["lean"]
-    arches = args.cuda_arch
-    return [("spconv Σ compile s (.ninja_log), lean / full (goal <= 0.6)", PACKAGE, arches,
-             l_cpu, f_cpu),
-            ("spconv wall (compiled in), lean / full", PACKAGE, arches, l_wall, f_wall),
-            ("spconv ninja steps, lean / full", PACKAGE, arches, l_steps, f_steps)]
+    base, arches, rows = labels[0], args.cuda_arch, []
+    for label in labels[1:]:
+        (cpu, cpu_s, wall, steps), (b_cpu, b_cpu_s, b_wall, b_steps) = measured[label], measured[base]
+        rows += [(f"spconv Σ compile s (.ninja_log), {label} / {base} (goal <= 0.6)", PACKAGE,
+                  arches, cpu, b_cpu),
+                 (f"spconv build CPU s (user+sys), {label} / {base} (goal <= 0.6)", PACKAGE,
+                  arches, cpu_s, b_cpu_s),
+                 (f"spconv wall (compiled in), {label} / {base}", PACKAGE, arches, wall, b_wall),
+                 (f"spconv ninja steps, {label} / {base}", PACKAGE, arches, steps, b_steps)]
+    return rows

@@ -90,6 +90,39 @@ def test_full_kernels_is_another_build_of_the_same_tree(tmp_path: Path) -> None:
     assert full.source_key == lean.source_key      # same tree: ninja keeps what both compile
 
 
+def test_the_3d_set_is_lean_plus_its_variables_and_a_key_of_its_own(tmp_path: Path) -> None:
+    project, combo, combo_env = _setup(tmp_path, "12.0")
+    lean = _package(project, combo, combo_env)
+    narrow = _package(project, combo, combo_env, "3d")
+    env = dict(narrow.env)
+    assert env[VARIABLE] == dict(lean.env)[VARIABLE] and env[UNITS_VARIABLE] == "0"
+    assert (env["CUFORGE_SPCONV_NDIMS"], env["CUFORGE_SPCONV_SORT_KEYS"]) == ("3", "uint32")
+    assert "CUFORGE_SPCONV_NDIMS" not in dict(lean.env)
+    assert narrow.kernels.startswith("3d: the 3-D sparse ops only")
+    assert narrow.kernels.endswith(lean.kernels)   # the manifest says both what and on top of what
+    assert narrow.key != lean.key and narrow.source_key == lean.source_key
+
+
+def test_an_unknown_kernel_set_names_the_ones_there_are(tmp_path: Path) -> None:
+    project, combo, combo_env = _setup(tmp_path, "12.0")
+    with pytest.raises(ConfigError) as err:
+        _package(project, combo, combo_env, "2d")
+    assert "recipes/k.toml has no kernel set '2d'" in str(err.value)
+    assert err.value.hint == "--kernels takes one of: lean, full, 3d"
+
+
+@pytest.mark.parametrize(("table", "words"), [
+    ({"sets": {"lean": {"env": {"X": "1"}, "says": "s", "why": "w"}}}, "'lean' is a built-in set"),
+    ({"sets": {"3d": {"says": "s", "why": "w"}}}, "missing ['env']"),
+    ({"sets": {"3d": {"env": {"X": "1"}, "says": "s", "why": "w", "drop": []}}},
+     "unknown keys ['drop']"),
+])
+def test_a_bad_narrower_set_is_a_config_error(table: dict, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_kernels(table, "recipes/x.toml")
+    assert words in str(err.value)
+
+
 def test_a_turing_target_still_leaves_the_three_out(tmp_path: Path) -> None:
     # 7.5 is the lowest arch CUDA 13 compiles: every rule holds there too (a Volta target,
     # which keeps the Volta kernels, is tests/unit/test_spconv_kernel_choice.py's)
@@ -129,6 +162,9 @@ def test_full_kernels_on_the_command_line() -> None:
     args = make_parser().parse_args(["build", "--only", "spconv", "--full-kernels"])
     assert args.full_kernels is True
     assert make_parser().parse_args(["build"]).full_kernels is False
+    assert make_parser().parse_args(["build", "--kernels", "3d"]).kernels == "3d"
+    setup = make_parser().parse_args(["setup", "pointcept", "--checkout", "x", "--kernels", "3d"])
+    assert setup.kernels == "3d"
 
 
 def test_the_manifest_says_which_kernel_set_a_wheel_holds(tmp_path: Path) -> None:
@@ -170,15 +206,18 @@ class _Builds:
         shutil.rmtree(self.state / "cuforge" / "work", ignore_errors=True)
 
     def cuforge(self, packages: list[str], *extra: str) -> tuple[float, str]:
-        self.calls.append(extra)
+        self.calls.append((*packages, *extra))
+        if packages == ["cumm"]:   # the dependencies, built before the rows
+            return 30.0, "compiled cumm_cu130-0.8.2-cp311.whl in 30.0 s\n"
         log = self.state / "cuforge" / "work" / "3.11-cu130-torch2.14.1" / "spconv" / "b" / ".ninja_log"
         log.parent.mkdir(parents=True)
         steps = ["src/cumm/conv/main/cpVolta_x/ConvParams/ConvParams_ConvParams.cu.o",
                  "src/cumm/conv/main/Volta_x/ConvKernel/ConvKernel_conv_kernel.cu.o",
                  "src/csrc/sparse/all/SpconvOps/SpconvOps_sort.cc.o", "core_cc.so"]
-        kept = steps if "--full-kernels" in extra else steps[2:]
+        full = extra[-2:] == ("--kernels", "full")
+        kept = steps if full else steps[2:]
         log.write_text("# ninja log v6\n" + "".join(f"0\t4000\t0\t{o}\th\n" for o in kept))
-        secs = 100.0 if "--full-kernels" in extra else 60.0
+        secs = 100.0 if full else 60.0
         return secs, f"compiled spconv_cu130-2.3.8-cp311.whl in {secs} s\n"
 
 
@@ -193,8 +232,14 @@ def test_the_bench_row_builds_full_then_lean_and_reads_their_logs(tmp_path: Path
     finally:
         sys.path.remove(str(ROOT / "bench"))
     builds = _Builds(tmp_path)
-    rows = kernel_rows(builds, SimpleNamespace(cuda_arch="9.0"), build_speed._compiled_seconds)
-    assert builds.calls == [("--rebuild", "--full-kernels"), ("--rebuild",)]
-    assert [(r[3], r[4]) for r in rows] == [(8.0, 16.0), (60.0, 100.0), (2, 4)]
+    rows = kernel_rows(builds, SimpleNamespace(cuda_arch="9.0", kernel_sets="full,lean"),
+                       build_speed._compiled_seconds)
+    assert builds.calls == [("cumm",), ("spconv", "--rebuild", "--kernels", "full"),
+                            ("spconv", "--rebuild", "--kernels", "lean")]
+    assert [r[0].split(",")[0] for r in rows] == [
+        "spconv Σ compile s (.ninja_log)", "spconv build CPU s (user+sys)",
+        "spconv wall (compiled in)", "spconv ninja steps"]
+    assert [(r[3], r[4]) for i, r in enumerate(rows) if i != 1] == [(8.0, 16.0), (60.0, 100.0),
+                                                                  (2, 4)]
     assert (tmp_path / "spconv-full.ninja_log").exists() and (tmp_path / "spconv-lean.ninja_log").exists()
     assert "kernels" in build_speed.OPTIONAL and "kernels" not in build_speed.ALL

@@ -92,6 +92,9 @@ def cmd_build(args) -> int:
     from cuforge.env.toolchain import default_jobs
     check_jobs(args.jobs)
     combo = _combo(args, arches=_arches(args), torch=args.torch)
+    if args.full_kernels and args.kernels not in (None, KernelSet.FULL):
+        raise ConfigError(f"--full-kernels and --kernels {args.kernels} ask for two kernel sets",
+                          hint="give one: --kernels full is --full-kernels")
     project = _project(args)
     req = BuildRequest(
         combo=combo,
@@ -106,7 +109,7 @@ def cmd_build(args) -> int:
         one_at_a_time=args.one_at_a_time, team_wheels=args.wheels,
         cache=decide(project.envs_dir, combo_spec=combo.cache, override=args.cache,
                      scheduler=args.scheduler, say=err_console.print),
-        kernels=KernelSet.FULL if args.full_kernels else None)
+        kernels=KernelSet.FULL.value if args.full_kernels else args.kernels)
     outcome = build(project, req, on_report=lambda r: jsonout.update(**r))
     if outcome.failed:
         names = ", ".join(e.package for e in outcome.failed)
@@ -190,6 +193,7 @@ def cmd_setup(args) -> int:
                        no_build=args.no_build, src_overrides=_src_overrides(args.src),
                        requirements=not args.no_requirements, team_wheels=args.wheels,
                        pinned=args.pinned, stress=args.stress, sanitize=args.sanitize,
+                       kernels=args.kernels,
                        index=IndexOptions(tuple(d.expanduser().resolve() for d in args.find_links),
                                           args.no_index))
     return setup(_project(args), req)

@@ -95,7 +95,8 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--full-kernels", action="store_true",
                    help="upstream's build: every kernel a recipe's [kernels] rules would leave "
                         "out (spconv: the upstream kernel set, each ConvParams in a unit of its "
-                        "own); the manifest says which set")
+                        "own); the manifest says which set. Same as --kernels full")
+    _kernels_arg(b)
     b.add_argument("--one-at-a-time", action="store_true",
                    help="build packages one after another (default: side by side when free)")
     b.add_argument("--cache", default="", metavar="off|local|dist|DIR|redis://HOST:PORT",
@@ -174,6 +175,7 @@ def make_parser() -> argparse.ArgumentParser:
                     help="install what the wheelhouse has; build nothing (offline)")
     st.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                     help="build NAME from a local checkout (as for build)")
+    _kernels_arg(st)
     st.add_argument("--pinned", action="store_true",
                     help="build upstream's pinned copy of every package, not the one your "
                          "checkout holds (default: a copy of the checkout's own folder)")
@@ -355,6 +357,14 @@ def _combo_args(p: argparse.ArgumentParser) -> None:
                    "instead of --python and --accel")
     p.add_argument("--interpreter", default="",
                    help="use this existing Python (with torch) instead of a venv")
+
+
+def _kernels_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kernels", default=None, metavar="SET",
+                   help="which kernel set a [kernels] recipe (spconv) builds: lean (its "
+                        "default: without what its tuner never picks on the target arches), "
+                        "full, or a narrower set the recipe names (spconv: 3d, the 3-D sparse "
+                        "ops only, all Pointcept uses); the manifest says which")
 
 
 def _stress_args(p: argparse.ArgumentParser) -> None:

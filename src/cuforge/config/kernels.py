@@ -2,6 +2,11 @@
 parameter sets a build leaves out, because the package's own run-time tuner can never choose
 them on any of the combo's arches (spconv: docs/packages.md, issue 51).
 
+A recipe may also name narrower sets (``[kernels.sets.NAME]``, asked for with ``--kernels NAME``):
+on top of the lean set, parts of the package's API that every GPU could run but that a code
+base never calls (spconv's ``3d``: the 3-D sparse ops only, for Pointcept). They reach the
+build as the variables the set lists, read by the recipe's patches.
+
 Each rule names a family of parameter sets (``gemm``: spconv's ``SHUFFLE_*_PARAMS``,
 ``conv``: its ``IMPLGEMM_*_PARAMS``), the algorithm, optionally the input/weight/output
 dtypes, and the arch from which the tuner skips them. A rule applies to a build only when it
@@ -31,6 +36,7 @@ VARIABLE = "CUFORGE_KERNEL_DROP"   # what the shim reads (builders/shim/cuforge_
 UNITS_VARIABLE = "CUFORGE_CONV_PARAMS_UNITS"
 FAMILIES = ("gemm", "conv")
 RULE_KEYS = {"family", "algo", "io_dtypes", "arch_at_least", "mirrors", "why"}
+SET_KEYS = {"env", "says", "why"}
 
 
 class KernelSet(StrEnum):
@@ -67,33 +73,66 @@ class KernelRule:
 
 
 @dataclass(frozen=True)
+class NarrowSet:
+    """A named set narrower than lean: the lean set, and without parts of the package's API
+    that a code base never calls (no GPU rules them out, so a stack or a user opts in)."""
+
+    name: str
+    env: tuple[tuple[str, str], ...]   # what the recipe's patches read in its build
+    says: str                          # the manifest's words for what is left out
+
+
+@dataclass(frozen=True)
 class KernelFilter:
-    """A recipe's ``[kernels]``: its default set and its rules."""
+    """A recipe's ``[kernels]``: its default set, its rules and its narrower sets."""
 
     default: KernelSet
     rules: tuple[KernelRule, ...]
+    sets: tuple[NarrowSet, ...] = ()
 
-    def applicable(self, arches: ArchList, wanted: KernelSet | None = None
+    def names(self) -> list[str]:
+        """Every set a build may ask for."""
+        return [KernelSet.LEAN.value, KernelSet.FULL.value, *(s.name for s in self.sets)]
+
+    def narrow(self, wanted: str | None, where: str = "") -> NarrowSet | None:
+        """The narrower set ``wanted`` names (None for lean or full); a name the recipe does
+        not have is a ConfigError."""
+        name = wanted or self.default
+        if name in (KernelSet.LEAN, KernelSet.FULL):
+            return None
+        found = [s for s in self.sets if s.name == name]
+        if not found:
+            raise ConfigError(f"{where or 'this recipe'} has no kernel set {name!r}",
+                              hint=f"--kernels takes one of: {', '.join(self.names())}")
+        return found[0]
+
+    def applicable(self, arches: ArchList, wanted: str | None = None
                    ) -> tuple[KernelRule, ...]:
         """The rules that leave kernels out of a build for ``arches`` (none for a full build)."""
-        if (wanted or self.default) is KernelSet.FULL:
+        if (wanted or self.default) == KernelSet.FULL:
             return ()
         return tuple(r for r in self.rules if r.holds_on(arches))
 
-    def env(self, arches: ArchList, wanted: KernelSet | None = None) -> dict[str, str]:
+    def env(self, arches: ArchList, wanted: str | None = None, where: str = ""
+            ) -> dict[str, str]:
         """The build's variables: the applicable rules as JSON ("[]": every kernel is built),
-        and whether each ConvParams keeps a unit of its own (only in a full build)."""
-        full = (wanted or self.default) is KernelSet.FULL
+        whether each ConvParams keeps a unit of its own (only in a full build), and a
+        narrower set's own variables."""
+        full = (wanted or self.default) == KernelSet.FULL
+        narrow = self.narrow(wanted, where)
         return {VARIABLE: json.dumps([r.as_json() for r in self.applicable(arches, wanted)]),
-                UNITS_VARIABLE: "1" if full else "0"}
+                UNITS_VARIABLE: "1" if full else "0", **dict(narrow.env if narrow else ())}
 
-    def describe(self, arches: ArchList, wanted: KernelSet | None = None) -> str:
-        """The manifest's words: ``full``, or ``lean`` and what was left out."""
-        if (wanted or self.default) is KernelSet.FULL:
+    def describe(self, arches: ArchList, wanted: str | None = None) -> str:
+        """The manifest's words: ``full``, or ``lean`` and what was left out, after a
+        narrower set's name and words."""
+        if (wanted or self.default) == KernelSet.FULL:
             return KernelSet.FULL.value
         rules = self.applicable(arches, wanted)
         kept = ("without " + "; ".join(r.describe() for r in rules)) if rules else "every kernel"
-        return f"lean: {kept}; ConvParams in their headers (arches {arches})"
+        lean = f"lean: {kept}; ConvParams in their headers (arches {arches})"
+        narrow = self.narrow(wanted)
+        return f"{narrow.name}: {narrow.says}; {lean}" if narrow else lean
 
 
 def parse_kernels(table: dict | None, where: str) -> KernelFilter | None:
@@ -105,12 +144,26 @@ def parse_kernels(table: dict | None, where: str) -> KernelFilter | None:
     except ValueError:
         raise ConfigError(f"{where}: kernels.set must be 'lean' or 'full', not "
                           f"{table.get('set')!r}", hint="fix [kernels] in the recipe") from None
-    unknown = set(table) - {"set", "drop"}
+    unknown = set(table) - {"set", "drop", "sets"}
     if unknown:
         raise ConfigError(f"{where}: unknown keys in [kernels]: {sorted(unknown)}",
-                          hint="[kernels] may have: set, drop")
+                          hint="[kernels] may have: set, drop, sets")
     return KernelFilter(default, tuple(_rule(row, f"{where} [[kernels.drop]] #{i + 1}")
-                                       for i, row in enumerate(table.get("drop", ()))))
+                                       for i, row in enumerate(table.get("drop", ()))),
+                        tuple(_narrow(name, row, f"{where} [kernels.sets.{name}]")
+                              for name, row in table.get("sets", {}).items()))
+
+
+def _narrow(name: str, row: dict, where: str) -> NarrowSet:
+    if name in (KernelSet.LEAN, KernelSet.FULL):
+        raise ConfigError(f"{where}: {name!r} is a built-in set", hint="name it otherwise")
+    unknown, missing = set(row) - SET_KEYS, SET_KEYS - set(row)
+    if unknown or missing or not row.get("env"):
+        raise ConfigError(f"{where}: " + (f"unknown keys {sorted(unknown)}" if unknown
+                                          else f"missing {sorted(missing) or ['env']}"),
+                          hint="a set has: env (the variables its patches read), says, why")
+    return NarrowSet(name, tuple(sorted((k, str(v)) for k, v in row["env"].items())),
+                     " ".join(str(row["says"]).split()))
 
 
 def _rule(row: dict, where: str) -> KernelRule:

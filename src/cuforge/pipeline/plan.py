@@ -255,7 +255,7 @@ def _package_plan(project: Project, req: BuildRequest, combo_env: ComboEnv, reci
     env_vars = {**dict(job_env(combo_env, recipe, archs, jobs, threads)), **dict(defines)}
     kernels = ""   # the kernel set, judged on the devices the combo targets (config/kernels.py)
     if recipe.kernels is not None and recipe.kind.compiles:
-        env_vars.update(recipe.kernels.env(combo.arches, req.kernels))
+        env_vars.update(recipe.kernels.env(combo.arches, req.kernels, f"recipes/{recipe.name}.toml"))
         kernels = recipe.kernels.describe(combo.arches, req.kernels)
     if recipe.depends:   # the dependencies' overlays, this package's build only (builddeps)
         env_vars["PYTHONPATH"] = builddeps.overlay_pythonpath(

@@ -9,7 +9,6 @@ from pathlib import Path
 from cuforge.config.arches import ArchPolicy
 from cuforge.config.checkout import UserCheckout
 from cuforge.config.combos import Combo
-from cuforge.config.kernels import KernelSet
 from cuforge.env.target import Target
 from cuforge.env.torchinfo import TorchInfo
 from cuforge.pipeline.cache_config import CacheConfig
@@ -39,7 +38,7 @@ class BuildRequest:
     stress: bool = False           # last stage: each recipe's [stress] on its wheel
     sanitize: bool = False         # ... short, under compute-sanitizer memcheck
     team_wheels: str = ""          # --wheels URL|DIR: a team's index, tried before compiling
-    kernels: KernelSet | None = None   # --full-kernels: FULL; None: each recipe's [kernels].set
+    kernels: str | None = None   # --kernels NAME (lean, full, a recipe's narrower set); None: each recipe's [kernels].set
     target: Target | None = None   # decided by the caller already (setup); else by build()
     # an interpreter combo's interpreter, probed by the caller already (setup, whose combo has
     # its torch); else by the env's preparation (venv.prepare)

@@ -45,6 +45,7 @@ class SetupRequest:
     pinned: bool = False         # --pinned: upstream's pinned copies, not the checkout's own
     stress: bool = False         # --stress: each wheel's [stress] before it is installed
     sanitize: bool = False       # --sanitize: the same, short, under compute-sanitizer
+    kernels: str | None = None   # --kernels SET: a [kernels] recipe's set (spconv: lean, full, 3d)
 
 
 @dataclass(frozen=True)

@@ -283,7 +283,7 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
                                           rebuild=req.rebuild, keep_going=True,
                                           src_overrides=req.src_overrides,
                                           checkout=p.checkout, stress=req.stress,
-                                          sanitize=req.sanitize,
+                                          sanitize=req.sanitize, kernels=req.kernels,
                                           team_wheels=req.team_wheels),
                     on_report=lambda r: jsonout.update(build=r))
     needed = [e.package for e in outcome.failed if e.package in p.required]
