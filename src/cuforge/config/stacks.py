@@ -88,6 +88,9 @@ class Stack:
     title: str = ""
     repo: str = ""
     checkout_marker: str = ""
+    # the kernel set setup builds when the wheelhouse holds none yet (a [kernels] recipe's
+    # narrower set, e.g. spconv's 3d; "" = each recipe's default); --kernels overrides it
+    kernels: str = ""
 
 
 def available_stacks(project: Project) -> list[str]:
@@ -140,7 +143,8 @@ def load_stack(project: Project, name: str) -> Stack:
                  optional=tuple(head.get("optional", ())), miniature=head.get("miniature", ""),
                  requirements_file=head.get("requirements_file", ""), requirements=tuple(reqs),
                  title=head.get("title", head.get("name", name)), repo=head.get("repo", ""),
-                 checkout_marker=head.get("checkout_marker", ""))
+                 checkout_marker=head.get("checkout_marker", ""),
+                 kernels=head.get("kernels", ""))
 
 
 def env_file_text(stack: Stack) -> str:

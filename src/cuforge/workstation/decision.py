@@ -67,6 +67,8 @@ class Setup:
     # an ``interpreter = ...`` combo's interpreter, probed once here: its torch is the combo's
     # (``combo``), and the build takes these facts instead of asking again
     interpreter: TorchInfo | None = None
+    kernels: str | None = None           # the kernel set the build asks for (None: recipes')
+    kernels_why: str = ""                # where that set comes from, for the user
 
 
 def decide(project: Project, req: SetupRequest, target: Target, stack: Stack,
@@ -96,8 +98,29 @@ def decide(project: Project, req: SetupRequest, target: Target, stack: Stack,
     given = (f" --wheelhouse {project.wheel_root}"
              if project.wheelhouse_named_by == "--wheelhouse" else "")
     cache = cache_config.decide(project.envs_dir, combo_spec=combo.cache, say=say)
+    kernels, kernels_why = kernel_set(req, stack, house, latest)
     return Setup(stack, combo, tuple(order), to_build, missing, house, required, target,
-                 checkout, given, cache, interpreter)
+                 checkout, given, cache, interpreter, kernels, kernels_why)
+
+
+def kernel_set(req: SetupRequest, stack: Stack, house: Wheelhouse,
+               latest: dict[str, Entry]) -> tuple[str | None, str]:
+    """The kernel set setup's build asks for, and why: ``--kernels``; else the set of the
+    stack's wheel the wheelhouse holds (never rebuilt only to change its set: a lean wheel
+    built by ``cuforge build`` serves Pointcept too); with a team's wheels (``--wheels``) the
+    recipes', which the team's builds used; else the stack's own; else the recipes'."""
+    if req.kernels:
+        return req.kernels, "--kernels"
+    held = {e.kernels.split(":")[0] for n in stack.packages
+            if usable(house, e := latest.get(n)) and e.kernels}
+    if len(held) == 1:
+        return held.pop(), "the set of the wheel the wheelhouse holds; --kernels SET to change it"
+    if req.team_wheels:   # a team's wheels are built with the recipes' sets, as here by default
+        return None, ""
+    if stack.kernels:
+        return stack.kernels, (f"the {stack.name} stack's, from {stack.file.name}; "
+                               "--kernels lean for the whole API")
+    return None, ""
 
 
 def usable(house: Wheelhouse, entry: Entry | None) -> bool:

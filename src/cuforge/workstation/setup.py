@@ -141,7 +141,12 @@ def _common_report(req: SetupRequest, p: Setup) -> dict:
             "arches": p.combo.arches.torch(), "checkout": str(req.checkout),
             "venv": str(req.venv), "wheelhouse": str(p.house.dir),
             "wheels": [r.name for r in p.recipes], "required": sorted(p.required),
-            "env_file": str(env_file(req.venv, p.stack.name))}
+            "env_file": str(env_file(req.venv, p.stack.name)), "kernels": p.kernels}
+
+
+def _print_kernels(p: Setup, out: Console) -> None:
+    if p.kernels:
+        out.print(Text(f"   kernel set: {p.kernels} ({p.kernels_why})"))
 
 
 def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> None:
@@ -157,6 +162,7 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
                        + (f"; the team's wheels from {req.team_wheels} first, each checked "
                           "as a wheel built here" if req.team_wheels else "")))
         _print_sources(project, req, p, out)
+        _print_kernels(p, out)
     out.print(Text(f"2. venv {req.venv}: {'reuse' if (req.venv / 'pyvenv.cfg').exists() else 'create'}"
                    f"; torch {p.combo.torch} "
                    + (f"from {p.combo.interpreter} (.pth)" if p.combo.interpreter else "via uv")))
@@ -275,6 +281,7 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
     out.print(Text(f"wheels: building what is missing or out of date (missing now: "
                    f"{', '.join(p.missing) or 'none'})"))
     _print_sources(project, req, p, out)
+    _print_kernels(p, out)
     # keep going: an optional package's failure must not stop the others; --json: the
     # build's report goes under "build"
     outcome = build(project, BuildRequest(combo=p.combo, target=p.target,
@@ -283,7 +290,7 @@ def _build(project: Project, req: SetupRequest, p: Setup, out: Console) -> float
                                           rebuild=req.rebuild, keep_going=True,
                                           src_overrides=req.src_overrides,
                                           checkout=p.checkout, stress=req.stress,
-                                          sanitize=req.sanitize, kernels=req.kernels,
+                                          sanitize=req.sanitize, kernels=p.kernels,
                                           team_wheels=req.team_wheels),
                     on_report=lambda r: jsonout.update(build=r))
     needed = [e.package for e in outcome.failed if e.package in p.required]
