@@ -65,7 +65,7 @@ def test_the_3d_set_generates_3d_ops_and_uint32_sorts_only(tmp_path: Path) -> No
     for name, text in sorts.items():
         assert "uint32" in text and "int64" not in text and "int32_t, " not in text, name
     assert "tv::dispatch<uint32_t>(data.dtype()" in sorts["SpconvOps_sort_1d_by_key_split.cc"]
-    assert "using T_ = uint32_t;" in sorts["SpconvOps_sort_1d_by_key_allocator.cc"]
+    assert "sort_keys<uint32_t>(keys, 0);" in sorts["SpconvOps_sort_1d_by_key_allocator.cc"]
 
 
 def test_a_set_without_3d_stops_the_build(tmp_path: Path) -> None:

@@ -156,6 +156,34 @@ def test_snippet_must_occur_exactly_once(demo) -> None:
         apply(ps, root)
 
 
+def test_a_repeated_snippet_is_replaced_everywhere_when_the_patch_says_how_often(
+        tmp_path: Path) -> None:
+    """``occurrences = N``: upstream repeats the line word for word (spconv's three sorts);
+    each copy is replaced, a revert restores each, and another count is drift."""
+    manifest = MANIFEST.replace('why = "CCCL 3 removed cub::Max."',
+                                'why = "CCCL 3 removed cub::Max."\noccurrences = 2', 1)
+    ps, root = load_patch_set("demo", make_set(tmp_path, manifest)), make_tree(tmp_path)
+    before = KERNEL + KERNEL
+    (root / "src/kernel.cu").write_text(before)
+    apply(ps, root)
+    after = (root / "src/kernel.cu").read_text()
+    assert after.count("cuda::maximum<>{}") == 2 and "cub::Max()" not in after
+    assert statuses(check(ps, root))["swap-call"] is PatchStatus.APPLIED
+    revert(ps, root)
+    assert (root / "src/kernel.cu").read_text() == before
+    (root / "src/kernel.cu").write_text(KERNEL * 3)
+    with pytest.raises(PatchError, match="occurs 3 times; cuforge needs exactly 2"):
+        apply(ps, root)
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "true", '"2"'])
+def test_occurrences_is_a_whole_number_from_one(tmp_path: Path, bad: str) -> None:
+    manifest = MANIFEST.replace('why = "CCCL 3 removed cub::Max."',
+                                f'why = "CCCL 3 removed cub::Max."\noccurrences = {bad}', 1)
+    with pytest.raises(ConfigError, match="'occurrences' is how many times the snippet occurs"):
+        load_patch_set("demo", make_set(tmp_path, manifest))
+
+
 def test_revert_keeps_later_user_edits(demo) -> None:
     """After cuforge patched a file and the user edited it, revert undoes only cuforge's edit."""
     ps, root = demo

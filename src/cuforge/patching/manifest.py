@@ -115,7 +115,12 @@ def _operation(directory: Path, table: dict[str, Any], where: str) -> Operation:
     """Build the operation object for one ``[[patch]]`` table."""
     kind = _text(table, "kind", where)
     if kind == "replace_text":
-        return ReplaceText(_variants(directory, table, where), fixed_if=table.get("fixed_if"))
+        occurrences = table.get("occurrences", 1)
+        if not isinstance(occurrences, int) or isinstance(occurrences, bool) or occurrences < 1:
+            raise ConfigError(f"{where}: 'occurrences' is how many times the snippet occurs, "
+                              f"a whole number from 1, not {occurrences!r}")
+        return ReplaceText(_variants(directory, table, where), fixed_if=table.get("fixed_if"),
+                           occurrences=occurrences)
     if kind == "insert_include":
         return InsertInclude(
             include=_text(table, "include", where),

@@ -45,7 +45,8 @@ class Variant:
 
 @dataclass(frozen=True)
 class ReplaceText:
-    """Replace one exact snippet (which must occur exactly once) by another.
+    """Replace one exact snippet (which must occur exactly once, or ``occurrences`` times when
+    upstream repeats it word for word: each is replaced) by another.
 
     Several variants cover upstream copies that differ in spacing; exactly one of them must match.
     ``fixed_if`` names a snippet whose presence means upstream already carries an equivalent fix.
@@ -54,25 +55,27 @@ class ReplaceText:
     variants: tuple[Variant, ...]
     fixed_if: str | None = None
     kind: str = "replace_text"
+    occurrences: int = 1
 
     def probe(self, text: str | None) -> PatchProbe:
         if text is None:
             return PatchProbe(PatchStatus.MISSING, "the file does not exist")
+        want = self.occurrences
         for variant in self.variants:
             count = text.count(in_style(variant.replace, text))
-            if count == 1:
+            if count == want:
                 return PatchProbe(PatchStatus.APPLIED)
-            if count > 1:
-                return PatchProbe(PatchStatus.DRIFTED,
-                                  f"the patched text occurs {count} times; expected once")
+            if count:
+                return PatchProbe(PatchStatus.DRIFTED, f"the patched text occurs {count} times; "
+                                  f"expected {'once' if want == 1 else f'{want} times'}")
         found = [(v, text.count(in_style(v.find, text))) for v in self.variants]
         matching = [(v, n) for v, n in found if n]
-        if len(matching) == 1 and matching[0][1] == 1:
+        if len(matching) == 1 and matching[0][1] == want:
             return PatchProbe(PatchStatus.NOT_APPLIED)
         if matching:
             total = sum(n for _, n in matching)
-            return PatchProbe(PatchStatus.DRIFTED,
-                              f"the snippet occurs {total} times; cuforge needs exactly one")
+            return PatchProbe(PatchStatus.DRIFTED, f"the snippet occurs {total} times; cuforge "
+                              f"needs exactly {'one' if want == 1 else want}")
         if self.fixed_if is not None and in_style(self.fixed_if, text) in text:
             return PatchProbe(PatchStatus.NOT_NEEDED,
                               f"upstream already has {self.fixed_if.strip()!r}")
@@ -88,11 +91,13 @@ class ReplaceText:
     def forward(self, text: str | None) -> str:
         assert text is not None
         variant = self._variant_found(text, "find")
-        return text.replace(in_style(variant.find, text), in_style(variant.replace, text), 1)
+        return text.replace(in_style(variant.find, text), in_style(variant.replace, text),
+                            self.occurrences)
 
     def reverse(self, text: str) -> str | None:
         variant = self._variant_found(text, "replace")
-        return text.replace(in_style(variant.replace, text), in_style(variant.find, text), 1)
+        return text.replace(in_style(variant.replace, text), in_style(variant.find, text),
+                            self.occurrences)
 
     def expected(self) -> str:
         if len(self.variants) == 1:
