@@ -6,8 +6,8 @@ each wheel; each run saved, two saves compared as the model stage compares two a
 (smoke/checkout_models/pointcept_ptv3.py: relative L2 of the output, of all gradients and of
 each gradient tensor, within its TOLERANCE).
 
-    python smoke/spconv_sets.py run OUT.pt [--voxels 60000]   # in the env of the wheel to check
-    python smoke/spconv_sets.py compare A.pt B.pt             # exit 1 when they differ
+    python bench/spconv_sets.py run OUT.pt [--voxels 60000]   # in the env of the wheel to check
+    python bench/spconv_sets.py compare A.pt B.pt             # exit 1 when they differ
 
 Run once per wheel (two wheels of one package cannot share a process), then compare.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
+SMOKE = Path(__file__).resolve().parents[1] / "smoke"
 PRECISIONS = ("fp32", "fp16")
 
 
@@ -33,7 +33,7 @@ def run(voxels: int, out: Path) -> int:
     if not torch.cuda.is_available():
         print("skipped: no GPU")
         return 77
-    lib = runpy.run_path(str(HERE / "stress_spconv.py"), run_name="sets")
+    lib = runpy.run_path(str(SMOKE / "stress_spconv.py"), run_name="sets")
     shape = (600, 500, 300)
     coords = torch.from_numpy(lib["scene_voxels"](voxels, shape, np.random.default_rng(0)))
     idx = torch.cat([torch.zeros(len(coords), 1, dtype=torch.int64), coords], 1).int().cuda()
@@ -61,7 +61,7 @@ def run(voxels: int, out: Path) -> int:
 
 
 def compare(a: Path, b: Path) -> int:
-    model_stage = runpy.run_path(str(HERE / "checkout_models" / "pointcept_ptv3.py"),
+    model_stage = runpy.run_path(str(SMOKE / "checkout_models" / "pointcept_ptv3.py"),
                                  run_name="compare")
     first, second = torch.load(a, weights_only=False), torch.load(b, weights_only=False)
     failed = 0
