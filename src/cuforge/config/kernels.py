@@ -90,6 +90,9 @@ class KernelFilter:
     rules: tuple[KernelRule, ...]
     sets: tuple[NarrowSet, ...] = ()
 
+    def _full(self, wanted: str | None) -> bool:
+        return (wanted or self.default) == KernelSet.FULL
+
     def names(self) -> list[str]:
         """Every set a build may ask for."""
         return [KernelSet.LEAN.value, KernelSet.FULL.value, *(s.name for s in self.sets)]
@@ -109,7 +112,7 @@ class KernelFilter:
     def applicable(self, arches: ArchList, wanted: str | None = None
                    ) -> tuple[KernelRule, ...]:
         """The rules that leave kernels out of a build for ``arches`` (none for a full build)."""
-        if (wanted or self.default) == KernelSet.FULL:
+        if self._full(wanted):
             return ()
         return tuple(r for r in self.rules if r.holds_on(arches))
 
@@ -118,7 +121,7 @@ class KernelFilter:
         """The build's variables: the applicable rules as JSON ("[]": every kernel is built),
         whether each ConvParams keeps a unit of its own (only in a full build), and a
         narrower set's own variables."""
-        full = (wanted or self.default) == KernelSet.FULL
+        full = self._full(wanted)
         narrow = self.narrow(wanted, where)
         return {VARIABLE: json.dumps([r.as_json() for r in self.applicable(arches, wanted)]),
                 UNITS_VARIABLE: "1" if full else "0", **dict(narrow.env if narrow else ())}
@@ -126,13 +129,23 @@ class KernelFilter:
     def describe(self, arches: ArchList, wanted: str | None = None) -> str:
         """The manifest's words: ``full``, or ``lean`` and what was left out, after a
         narrower set's name and words."""
-        if (wanted or self.default) == KernelSet.FULL:
+        if self._full(wanted):
             return KernelSet.FULL.value
         rules = self.applicable(arches, wanted)
         kept = ("without " + "; ".join(r.describe() for r in rules)) if rules else "every kernel"
         lean = f"lean: {kept}; ConvParams in their headers (arches {arches})"
         narrow = self.narrow(wanted)
         return f"{narrow.name}: {narrow.says}; {lean}" if narrow else lean
+
+
+def set_of(described: str) -> str:
+    """The set's name in the manifest's words ``describe`` wrote: ``full``, ``lean`` or a
+    narrower set's name.
+
+    >>> set_of("3d: the 3-D sparse ops only; lean: without gemm Volta")
+    '3d'
+    """
+    return described.split(":")[0]
 
 
 def parse_kernels(table: dict | None, where: str) -> KernelFilter | None:

@@ -10,6 +10,7 @@ from packaging.utils import parse_wheel_filename
 
 from cuforge.config.checkout import UserCheckout
 from cuforge.config.combos import Combo
+from cuforge.config.kernels import set_of
 from cuforge.config.inputs import (check_checkout, check_jobs, check_src_overrides,
                                    check_team_wheels, check_venv_path)
 from cuforge.config.recipes import Recipe, build_order, load_recipes
@@ -111,7 +112,7 @@ def kernel_set(req: SetupRequest, stack: Stack, house: Wheelhouse,
     recipes', which the team's builds used; else the stack's own; else the recipes'."""
     if req.kernels:
         return req.kernels, "--kernels"
-    held = {e.kernels.split(":")[0] for n in stack.packages
+    held = {set_of(e.kernels) for n in stack.packages
             if usable(house, e := latest.get(n)) and e.kernels}
     if len(held) == 1:
         return held.pop(), "the set of the wheel the wheelhouse holds; --kernels SET to change it"
