@@ -4,12 +4,16 @@
 implicit-GEMM default, in fp32 and under fp16 autocast, the same seeded scene and weights on
 each wheel; each run saved, two saves compared as the model stage compares two algorithms
 (smoke/checkout_models/pointcept_ptv3.py: relative L2 of the output, of all gradients and of
-each gradient tensor, within its TOLERANCE).
+each gradient tensor, within its TOLERANCE). With ``--checkout``, the checkout's own
+PointTransformerV3 as well (the model stage's scene, build and run; seeded weights), once with
+spconv's default algorithms and once with ConvAlgo.Native.
 
-    python bench/spconv_sets.py run OUT.pt [--voxels 60000]   # in the env of the wheel to check
+    python bench/spconv_sets.py run OUT.pt [--voxels 60000] [--checkout POINTCEPT]
     python bench/spconv_sets.py compare A.pt B.pt             # exit 1 when they differ
 
-Run once per wheel (two wheels of one package cannot share a process), then compare.
+Run once per wheel, in the env of that wheel (two wheels of one package cannot share a
+process; for the checkout's PTv3, the venv `cuforge setup pointcept` made, which holds the
+patched checkout), then compare: every run both files hold.
 """
 
 from __future__ import annotations
@@ -22,10 +26,41 @@ from pathlib import Path
 import torch
 
 SMOKE = Path(__file__).resolve().parents[1] / "smoke"
+MODEL_STAGE = SMOKE / "checkout_models" / "pointcept_ptv3.py"
 PRECISIONS = ("fp32", "fp16")
 
 
-def run(voxels: int, out: Path) -> int:
+def on_cpu(result: tuple) -> tuple:
+    """A run's (output, gradients, sparse conv outputs), moved to the CPU for saving."""
+    feat, grads, layers = result
+    return (feat.cpu(), {n: g.cpu() for n, g in grads.items()},
+            [(name, t.float().cpu()) for name, t in layers])
+
+
+def checkout_runs(checkout: Path) -> dict[str, tuple]:
+    """The checkout's PTv3 (patched build_model), forward + backward on the model stage's
+    scene, with spconv's default algorithms and with Native; the same seeded weights on every
+    wheel."""
+    import importlib
+
+    stage = runpy.run_path(str(MODEL_STAGE), run_name="sets")
+    sys.path.append(str(MODEL_STAGE.parent))
+    import _checkout_import
+
+    _checkout_import.install(checkout, ["pointcept"])
+    importlib.import_module(stage["MODEL"])
+    from pointcept.models.builder import build_model
+
+    data = stage["scene"](device="cuda")
+    runs = {}
+    for algo in ("default", "native"):
+        torch.manual_seed(0)
+        model, _ = stage["build"](build_model, algo, algo)
+        runs[f"ptv3 {algo}"] = on_cpu(stage["run"](model, data))
+    return runs
+
+
+def run(voxels: int, out: Path, checkout: Path | None) -> int:
     import numpy as np
     import spconv.pytorch as spconv
     from spconv.core import ConvAlgo
@@ -54,26 +89,31 @@ def run(voxels: int, out: Path) -> int:
         grads = {n: p.grad.detach().float().cpu() for n, p in net.named_parameters()
                  if p.grad is not None}
         saved[precision] = (y.detach().cpu(), grads, layers)
+    if checkout:
+        saved |= checkout_runs(checkout)
     torch.save({"spconv": spconv.__file__, "voxels": len(coords), "runs": saved}, out)
-    print(f"saved {out}: {len(coords)} voxels, {', '.join(PRECISIONS)}, spconv from "
+    print(f"saved {out}: {len(coords)} voxels, {', '.join(saved)}, spconv from "
           f"{Path(spconv.__file__).parents[1]}")
     return 0
 
 
 def compare(a: Path, b: Path) -> int:
-    model_stage = runpy.run_path(str(SMOKE / "checkout_models" / "pointcept_ptv3.py"),
-                                 run_name="compare")
+    model_stage = runpy.run_path(str(MODEL_STAGE), run_name="compare")
     first, second = torch.load(a, weights_only=False), torch.load(b, weights_only=False)
+    both = [name for name in first["runs"] if name in second["runs"]]
+    if not both:
+        print(f"FAILED: {a.name} and {b.name} hold no run of the same name")
+        return 1
     failed = 0
-    for precision in PRECISIONS:
-        what = f"between {a.name} and {b.name} ({precision})"
+    for name in both:
+        what = f"between {a.name} and {b.name} ({name})"
         try:
-            measured = model_stage["compare"](first["runs"][precision], second["runs"][precision],
+            measured = model_stage["compare"](first["runs"][name], second["runs"][name],
                                               model_stage["TOLERANCE"], what)
-            print(f"{precision}: same within {model_stage['TOLERANCE']:g}: {measured}")
+            print(f"{name}: same within {model_stage['TOLERANCE']:g}: {measured}")
         except AssertionError as err:
             failed = 1
-            print(f"{precision}: FAILED: {err}")
+            print(f"{name}: FAILED: {err}")
     return failed
 
 
@@ -83,11 +123,13 @@ def main() -> int:
     r = sub.add_parser("run")
     r.add_argument("out", type=Path)
     r.add_argument("--voxels", type=int, default=60_000)
+    r.add_argument("--checkout", type=Path, help="a Pointcept checkout patched by setup: "
+                   "its PTv3 is run as well")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     args = ap.parse_args()
-    return run(args.voxels, args.out) if args.what == "run" else compare(args.a, args.b)
+    return run(args.voxels, args.out, args.checkout) if args.what == "run" else compare(args.a, args.b)
 
 
 if __name__ == "__main__":
