@@ -129,7 +129,9 @@ def main() -> int:
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     args = ap.parse_args()
-    return run(args.voxels, args.out, args.checkout) if args.what == "run" else compare(args.a, args.b)
+    if args.what == "run":
+        return run(args.voxels, args.out, args.checkout)
+    return compare(args.a, args.b)
 
 
 if __name__ == "__main__":
