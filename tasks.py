@@ -130,10 +130,11 @@ ns = Collection(
              "package (native, PTX, none).\n\nGPU + driver, memory/jobs, tools, combos, system "
              "headers; then per package whether this GPU runs it natively, by PTX JIT, or not "
              "at all."),
-    cli_task("setup", "setup", "A working venv for a MILo / Pointcept checkout (`invoke setup "
-             "milo --checkout ~/MILo`).\n\nBuilds/installs the stack's wheels, patches the "
-             "checkout, writes its env vars into the venv's activation, and runs the model "
-             "check.", positional={"stack": "stack"}),
+    cli_task("setup", "setup", "A working venv for a research checkout (`invoke setup "
+             "--checkout ~/gaussian-splatting`, `invoke setup milo --checkout ~/MILo`).\n\n"
+             "Builds/installs the stack's wheels (any other checkout: the torch extensions "
+             "found in it), patches the checkout, writes its env vars into the venv's "
+             "activation, and runs the model check.", positional={"stack": "stack"}),
     cli_task("mesh-convert", "mesh-convert", "Clean a mesh and write PLY + OBJ + GLB (needs "
              "the mesh extra: pip install 'cuforge[mesh]')."),
     cli_task("patch-milo", "patch", "Apply cuforge's runtime patches to a MILo checkout "

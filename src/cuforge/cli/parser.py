@@ -161,9 +161,11 @@ def make_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_doctor)
 
     st = sub.add_parser("setup", parents=[common],
-                        help="a working venv for a MILo / Pointcept checkout: wheels, patches, "
-                             "env vars, model check")
-    st.add_argument("stack", help="milo or pointcept (stacks/*.toml)")
+                        help="a working venv for a research checkout (MILo, Pointcept, or any "
+                             "that vendors torch extensions): wheels, patches, env vars, checks")
+    st.add_argument("stack", nargs="?", default="",
+                    help="milo, pointcept (stacks/*.toml); default: the checkout decides (a "
+                         "known stack's checkout gets it, any other is discovered)")
     st.add_argument("--checkout", type=Path, required=True, help="your clone of the code base")
     st.add_argument("--venv", type=Path, default=None, help="default: CHECKOUT/.venv")
     _combo_args(st)

@@ -173,19 +173,24 @@ class Recipe:
     stress: StressRule | None = None              # a repeated GPU workload ([stress])
     kernels: KernelFilter | None = None   # [kernels]: parameter sets a build leaves out
     file: Path | None = None
+    # a discovered extension's content (``src1a2b3c4d``, cuforge.discovery.found): the end of
+    # its wheels' local version, so that forks sharing a name never share a wheel file
+    variant: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", BuildKind(self.kind))   # ValueError: no such kind
 
 
 def load_recipes(project: Project) -> dict[str, Recipe]:
-    """Every ``recipes/*.toml``, keyed by package name."""
+    """Every ``recipes/*.toml`` and the project's discovered recipes, keyed by package name."""
     recipes: dict[str, Recipe] = {}
     for path in sorted(project.recipes_dir.glob("*.toml")):
         recipe = parse_recipe(path)
         if recipe.name in recipes:
             raise ConfigError(f"two recipes declare package {recipe.name!r}: {path} and "
                               f"{recipes[recipe.name].file}")
+        recipes[recipe.name] = recipe
+    for recipe in project.discovered:   # named NAME@CHECKOUT: never a file recipe's name
         recipes[recipe.name] = recipe
     for r in recipes.values():
         for dep in r.depends:

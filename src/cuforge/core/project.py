@@ -11,8 +11,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuforge.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cuforge.config.recipes import Recipe
 
 MARKER = Path("envs") / "combos.toml"
 BUNDLED = Path(__file__).parents[1] / "_project"    # the wheel's copy (pyproject: force-include)
@@ -23,6 +27,9 @@ class Project:
     root: Path
     home: Path | None = None   # where state and wheels go when ``root`` is read-only (a wheel)
     wheel_root: Path | None = None   # --wheelhouse DIR: before $CUFORGE_WHEELHOUSE
+    # recipes made in memory by discovery (``setup --checkout`` of any checkout): every
+    # layer reads them with recipes/ (``config.recipes.load_recipes``)
+    discovered: tuple[Recipe, ...] = ()
 
     @property
     def envs_dir(self) -> Path:

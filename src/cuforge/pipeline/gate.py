@@ -85,7 +85,8 @@ def _pinned(ctx: BuildContext, pkg: PackagePlan, wheel: Path, checks: dict[str, 
     out, result = rewrite.for_wheelhouse(
         wheel, ctx.plan.wheel_dir, pkg.work / "pinned", accel=ctx.plan.combo.accel.tag,
         torch=torch_build(ctx), depends=pkg.recipe.depends,
-        epoch=pep517.source_date_epoch(epoch) if compiled else None)
+        epoch=pep517.source_date_epoch(epoch) if compiled else None,
+        variant=pkg.recipe.variant)
     return out, {**checks, result.check: result} if result else checks
 
 

@@ -261,3 +261,27 @@ def _download(url: str, target: Path) -> None:
         raise SourceError(f"cannot download {url}: {err}",
                           hint="check your network, or build from a local copy with --src") from None
     tmp.replace(target)
+
+
+def export_commit(url: str, commit: str, cache_dir: Path, dest: Path) -> Path:
+    """The tree of ``url`` at ``commit`` at ``dest`` (cloned once into ``cache_dir``'s git
+    mirrors, like a recipe's pinned source; git submodules of it are not filled in)."""
+    return _export_git(Source(git=url, commit=commit), cache_dir / "git", dest)
+
+
+def gitlinks(url: str, commit: str, cache_dir: Path) -> dict[str, str]:
+    """The git submodules ``url`` records at ``commit`` (after :func:`export_commit`):
+    ``{path: commit}``, read from the cached mirror."""
+    return gitlinks_in(_mirror_path(cache_dir / "git", url), commit)
+
+
+def gitlinks_in(repo: Path, commit: str) -> dict[str, str]:
+    """``{path: commit}`` of the gitlinks (submodules) in ``repo``'s tree at ``commit``."""
+    listing = capture(["git", "-C", str(repo), "ls-tree", "-r", commit], error=SourceError)
+    links = {}
+    for line in listing.splitlines():
+        meta, _, path = line.partition("\t")
+        mode, kind, sha = meta.split()
+        if mode == "160000" and kind == "commit":
+            links[path] = sha
+    return links

@@ -88,18 +88,20 @@ def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
 
 
 def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
-        house: Mapping[str, str], depends: Iterable[str] = (), epoch: int | None = None) -> Path:
+        house: Mapping[str, str], depends: Iterable[str] = (), epoch: int | None = None,
+        variant: str = "") -> Path:
     """Write ``wheel`` into ``dest`` with its pins (module docstring); returns the new file.
     A pure-Python wheel keeps its version; its wheelhouse requirements are still pinned.
     The zip is written the same for the same content (``zip_entry``): entries in name order
     (``.dist-info`` last, RECORD at the end), each dated ``epoch`` (the source's time; None:
-    as the wheel had it), with normalised permissions and compression."""
+    as the wheel had it), with normalised permissions and compression. ``variant`` (a
+    discovered fork's content, ``src1a2b3c4d``) ends the local label of compiled code."""
     build = _as_build(torch)
     torch_linked = links_torch(wheel)
     version, requires = metadata(wheel)
     if has_compiled_code(wheel):
         label = local_label(accel, build.version, links_torch=torch_linked)
-        version = f"{version.partition('+')[0]}+{label}"
+        version = f"{version.partition('+')[0]}+{label}" + (f".{variant}" if variant else "")
     requires = pinned_requirements(requires, torch=build if torch_linked else None, house=house,
                                    depends=depends, own=build.label(accel))
     name, _old_version, *rest = wheel.name.removesuffix(".whl").split("-")
@@ -196,13 +198,14 @@ def torch_build(python: Path, fallback: str,
 
 def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str,
                    torch: str | TorchBuild, depends: Iterable[str] = (),
-                   epoch: int | None = None):
+                   epoch: int | None = None, variant: str = ""):
     """The pinned copy of ``wheel`` for ``directory`` (in ``dest``) and its ``pins`` check,
     made before it is published; VerifyError if the check fails (nothing is published).
     ``epoch``: the source's time, every entry's date (``pin``)."""
     from cuforge.core.errors import VerifyError
     house = versions_in(directory) if directory.is_dir() else {}
-    out = pin(wheel, dest, accel=accel, torch=torch, house=house, depends=depends, epoch=epoch)
+    out = pin(wheel, dest, accel=accel, torch=torch, house=house, depends=depends, epoch=epoch,
+              variant=variant)
     result = check(out, directory, house=house)
     if result is not None and result.failed:
         raise VerifyError(result.detail, hint="a cuforge bug: report it with the wheel")

@@ -78,6 +78,11 @@ def built_against_of(directory: Path) -> BuiltAgainst | None:
     return BuiltAgainst(accel, m["torch"], f"cp{m['py']}")
 
 
+# A discovered fork's local label ends with its content (``+cu130torch2.14.1.src1a2b3c4d``):
+# two checkouts' ``diff_gaussian_rasterization`` wheels never share a file name
+VARIANT = re.compile(r"src[0-9a-f]{8}")
+
+
 def local_label(accel: str, torch: str, *, links_torch: bool) -> str:
     """The local version label: ``cu130torch2.14.1``, or ``cu130`` without torch."""
     return f"{accel}torch{Version(torch).public}" if links_torch else accel
@@ -313,7 +318,8 @@ def _pin_problems(wheel: Path, built: BuiltAgainst, house: Mapping[str, str]) ->
     torch_linked = links_torch(wheel)
     if has_compiled_code(wheel):
         want = local_label(built.accel, built.torch, links_torch=torch_linked)
-        if version.local != want:
+        if version.local != want and not VARIANT.fullmatch(
+                (version.local or "").removeprefix(want + ".")):
             problems.append(f"local version label +{version.local or ''} is not +{want}")
     reqs = []
     for line in requires:

@@ -83,7 +83,8 @@ def decide(project: Project, req: SetupRequest, target: Target, stack: Stack,
         raise ConfigError(f"stack {stack.name} names packages without a recipe: "
                           f"{', '.join(unknown)}", hint=f"fix `packages` in {stack.file}")
     order = build_order(recipes, [*stack.packages, *stack.optional])
-    required = frozenset(r.name for r in build_order(recipes, list(stack.packages)))
+    required = frozenset(r.name for r in build_order(recipes, list(stack.packages))
+                         ) if stack.packages else frozenset()
     combo, interpreter = req.combo, None
     if combo.interpreter:   # its torch decides the wheelhouse, as in a build
         interpreter = venv.check_interpreter(combo, target, remember=not req.dry_run)

@@ -1,5 +1,7 @@
-"""``cuforge setup milo|pointcept --checkout PATH``: from a verified wheelhouse to a working
-environment for the user's own checkout, in one idempotent command.
+"""``cuforge setup [milo|pointcept] --checkout PATH``: from a verified wheelhouse to a working
+environment for the user's own checkout, in one idempotent command. Without a stack name the
+checkout decides: a known stack's checkout gets that stack, any other is discovered
+(``workstation.which_stack``).
 
 1. build the stack's wheels first when the wheelhouse lacks them or they are out of date;
 2. create or reuse the user's venv with uv and put the combo's torch in it;
@@ -31,7 +33,7 @@ from rich.text import Text
 
 from cuforge.config.checkout import UserCheckout, pinned_hint
 from cuforge.config.recipes import Recipe
-from cuforge.config.stacks import Stack, env_file_text, load_stack
+from cuforge.config.stacks import Stack, env_file_text
 from cuforge.env.target import resolve
 from cuforge.core import jsonout
 from cuforge.core.console import duration, heartbeat, make_console
@@ -46,6 +48,7 @@ from cuforge.workstation.decision import (Setup, SetupRequest, check_setup, chec
 from cuforge.workstation.installs import (dist_version, install_checkout_requirements,
                                           install_wheels, missing_requirements, venv_with_torch)
 from cuforge.workstation.model_stage import model_stage
+from cuforge.workstation.which_stack import discovery_report, print_discovery, serve
 
 
 def setup(project: Project, req: SetupRequest, console: Console | None = None) -> int:
@@ -53,7 +56,10 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     started = time.monotonic()   # the summary's time is the user's: deciding included
     spent = Phases()
     with spent("deciding"):   # the combo interpreter's torch is asked here
-        stack = load_stack(project, req.stack)   # once: the checks and the decision read it
+        # once: the checks and the decision read it (a discovered stack: its recipes too)
+        served = serve(project, req.stack, req.checkout)
+        project, stack = served.project, served.stack
+        jsonout.update(**discovery_report(served))
         # refused before anything is written, by the dry run as by the run
         check_setup(project, req, stack)
         target = resolve(project, req.combo)   # once: the build and the venv read it
@@ -67,8 +73,10 @@ def setup(project: Project, req: SetupRequest, console: Console | None = None) -
     if req.dry_run:   # the plan on stdout, as build --dry-run prints its plan
         jsonout.update(**_common_report(req, p), dry_run=True, to_build=list(p.to_build),
                        missing=list(p.missing), venv_exists=(req.venv / "pyvenv.cfg").exists())
+        print_discovery(served, console or make_console())
         print_setup(project, req, p, console or make_console())
         return 0
+    print_discovery(served, out)
     now = {"step": ""}   # what the heartbeat names where no terminal shows progress
 
     def running() -> list[str]:
@@ -171,8 +179,12 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
     out.print(Text(f"3. install from {p.house.dir}: {', '.join(names)}"
                    + (f" (optional: {', '.join(optional)})" if optional else "")))
     _print_requirements(req, p, out)
-    out.print(Text(f"4. patch set {p.stack.patch_set} on {req.checkout}:"))
-    _patch(project, req, p.stack, out)
+    if p.stack.patch_set:
+        out.print(Text(f"4. patch set {p.stack.patch_set} on {req.checkout}:"))
+        _patch(project, req, p.stack, out)
+    else:
+        out.print(Text(f"4. patch {req.checkout}: nothing (the {p.stack.name} stack has no "
+                       "patch set)"))
     out.print(Text(f"5. {env_file(req.venv, p.stack.name)}:"))
     out.print(Text(env_file_text(p.stack).rstrip(), style="dim"), soft_wrap=True)  # copyable
     out.print(Text(f"6. model stage: import {', '.join(names)} together, then "
@@ -212,6 +224,9 @@ def _print_requirements(req: SetupRequest, p: Setup, out: Console) -> None:
         reqs = checkout_requirements(p.stack, req.checkout)
     except ConfigError as err:
         out.print(Text(f"   the checkout's requirements: {str(err).splitlines()[0]}"))
+        return
+    if not reqs and not p.stack.requirements_file:
+        out.print(Text("   the checkout's requirements: none (no requirements file found)"))
         return
     latest = p.house.latest()
     held = constraints([("torch", p.combo.torch + (" (as installed)" if p.combo.interpreter

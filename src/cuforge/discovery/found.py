@@ -1,0 +1,58 @@
+"""What discovery found, as the pipeline's own data: one in-memory :class:`Recipe` per found
+extension (built from a copy of its folder, like ``--src``) and a :class:`Stack` holding them,
+so that ``setup`` plans, builds, verifies and installs them exactly as it does a recipe's.
+
+A found extension's recipe is named after its distribution and the checkout
+(``diff-gaussian-rasterization@gaussian-splatting``: the wheelhouse's manifest never mixes two
+checkouts' forks), and its wheels end their local version with the folder's content
+(``+cu130torch2.14.1.src1a2b3c4d``: two forks never share a wheel file)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from cuforge.config.arches import ArchRule
+from cuforge.config.recipes import BuildKind, Recipe, Source
+from cuforge.config.stacks import Stack
+from cuforge.discovery.scan import Discovery, FoundExtension
+from cuforge.pipeline.fingerprint import tree_digest
+
+# requirements files a research checkout keeps its Python requirements in, in the order tried
+REQUIREMENTS_FILES = ("requirements.txt", "requirements/requirements.txt")
+
+
+def checkout_label(root: Path) -> str:
+    """The checkout's name in recipe names: its folder's, as a package name would write it.
+
+    >>> checkout_label(Path("/home/me/Gaussian_Opacity Fields"))
+    'gaussian-opacity-fields'
+    """
+    return re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-") or "checkout"
+
+
+def variant(tree: Path) -> str:
+    """A folder's content as a local version segment: ``src`` + 8 hex digits of its digest."""
+    return f"src{tree_digest(tree)[:8]}"
+
+
+def recipe_for(ext: FoundExtension, label: str) -> Recipe:
+    """The in-memory recipe of one found extension (no smoke script: it has none of ours)."""
+    dist = canonicalize_name(ext.build.name)
+    return Recipe(name=f"{dist}@{label}", kind=ext.build.kind or BuildKind.SETUPTOOLS,
+                  source=Source(path=str(ext.tree), checkout=str(ext.folder)),
+                  modules=ext.build.modules or (dist.replace("-", "_"),),
+                  arches=ArchRule(), variant=variant(ext.tree))
+
+
+def discovered_stack(seen: Discovery, recipes: list[Recipe]) -> Stack:
+    """A stack of the found extensions: all optional (a checkout may vendor one it never
+    imports), no patch set, the checkout's requirements.txt where it has one."""
+    label = checkout_label(seen.root)
+    requirements = next((name for name in REQUIREMENTS_FILES if (seen.root / name).is_file()), "")
+    return Stack(name=label, description=f"the torch extensions found in {seen.root}",
+                 packages=(), patch_set="", env=(), checkout_model="",
+                 file=Path("(discovery)"), optional=tuple(r.name for r in recipes),
+                 requirements_file=requirements, title=seen.root.name)

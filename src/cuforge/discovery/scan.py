@@ -1,0 +1,90 @@
+"""Walk a checkout for every folder that builds a torch extension, at any depth, and say why
+each one was found (file:line) and why each left-out folder was left out. Git submodules that
+are not checked out are read from their fetched tree (``submodules.fetched_tree``) as if they
+were in place."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from cuforge.discovery.buildfiles import FolderBuild, read_folder
+from cuforge.discovery.submodules import Submodule, fetched_tree, list_submodules
+
+# Folders never walked, and why (the dry run says it); __pycache__ and other dot-folders are
+# left out without a word
+_LEFT_OUT = {".git": "git's own data", "build": "a build output folder",
+             "dist": "a build output folder", "*.egg-info": "setuptools' metadata folder",
+             "node_modules": "JavaScript packages", "site-packages": "installed packages",
+             ".cuforge": "cuforge's own state"}
+_SILENT = ("__pycache__", ".*")
+
+
+@dataclass(frozen=True)
+class FoundExtension:
+    """A folder of the checkout that builds a torch extension."""
+
+    folder: PurePosixPath            # relative to the checkout ("submodules/simple-knn")
+    tree: Path                       # its files: the checkout's folder or a fetched submodule's
+    build: FolderBuild
+    submodule: Submodule | None = None   # the submodule it lives in, when not checked out
+
+    def why(self) -> str:
+        return "; ".join(c.text() for c in self.build.calls)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    folder: PurePosixPath
+    reason: str
+
+
+@dataclass
+class Discovery:
+    root: Path
+    found: list[FoundExtension] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)
+    submodules: list[Submodule] = field(default_factory=list)
+
+
+def discover(root: Path, cache_dir: Path) -> Discovery:
+    """Every torch extension build under ``root``; submodules that are not checked out are
+    fetched at their recorded commit into ``cache_dir`` first (``SourceError`` when that
+    cannot be done, naming ``git submodule update``)."""
+    seen = Discovery(root, submodules=list_submodules(root))
+    fetched = {s.path: (s, fetched_tree(s, cache_dir, root))
+               for s in seen.submodules if not s.checked_out}
+    pending: list[tuple[PurePosixPath, Path, Submodule | None]] = [(PurePosixPath("."), root, None)]
+    while pending:
+        rel, disk, sub = pending.pop()
+        build = read_folder(disk, str(rel))
+        if build is not None and build.kind is not None:
+            seen.found.append(FoundExtension(rel, disk, build, sub))
+        elif build is not None and str(rel) != ".":
+            seen.left_out.append(LeftOut(rel, build.why_not))
+        for child in sorted((c for c in disk.iterdir() if c.is_dir() and not c.is_symlink()),
+                            reverse=True):
+            inner = rel / child.name
+            reason = _left_out(child)
+            if reason:
+                seen.left_out.append(LeftOut(inner, reason))
+            elif inner in fetched:
+                pending.append((inner, fetched[inner][1], fetched[inner][0]))
+            elif not any(fnmatch.fnmatch(child.name, p) for p in _SILENT):
+                pending.append((inner, child, sub))
+    seen.found.sort(key=lambda f: str(f.folder))
+    seen.left_out.sort(key=lambda f: str(f.folder))
+    return seen
+
+
+def _left_out(folder: Path) -> str:
+    """Why ``folder`` is not walked ("" = walk it)."""
+    if (folder / "pyvenv.cfg").is_file():
+        return "a virtual environment (pyvenv.cfg)"
+    if (folder / "conda-meta").is_dir():
+        return "a conda environment (conda-meta/)"
+    for pattern, reason in _LEFT_OUT.items():
+        if fnmatch.fnmatch(folder.name, pattern):
+            return reason
+    return ""
