@@ -163,6 +163,8 @@ def _try_team(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | Refused:
     wheel = ahead.made.wheel if ahead else _download_team(ctx, pkg.name, staging, log)
     if isinstance(wheel, Refused):
         return wheel
+    if (too_new := _beyond_this_machine(ctx, wheel)):   # before anything is installed
+        return Refused(too_new)
     pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(ctx.plan.wheel_dir))
     if pins is not None and pins.failed:
         return Refused(f"team wheel {wheel.name} refused (pins: {pins.detail})")
@@ -199,6 +201,8 @@ def check_ahead(ctx: BuildContext, pkg: PackagePlan) -> Ahead | None:
             *((d, pkg.work / "team-deps" / d) for d in pkg.recipe.depends)]}
     if any(isinstance(w, Refused) for w in got.values()):
         return None
+    if any(_beyond_this_machine(ctx, w) for w in got.values()):
+        return None   # the usual order refuses it, saying why
     wheel = got.pop(pkg.name)
     deps = {dep: sha256_of(w) for dep, w in got.items()}
     for dep, w in got.items():
@@ -212,6 +216,13 @@ def check_ahead(ctx: BuildContext, pkg: PackagePlan) -> Ahead | None:
         return None
     return Ahead(Made(wheel, Status.PREBUILT, checks, embedded, team=ctx.req.team_wheels),
                  deps, log)
+
+
+def _beyond_this_machine(ctx: BuildContext, wheel: Path) -> str:
+    """Why a team wheel cannot run here (its floor above this machine's glibc), else ``""``.
+    An emulated combo's wheels run on another machine: not asked."""
+    from cuforge.publish import teamwheels
+    return "" if ctx.combo_env.target.emulated else teamwheels.beyond_this_machine(wheel)
 
 
 def _same_dependencies(ctx: BuildContext, ahead: Ahead) -> bool:
