@@ -40,8 +40,7 @@ def publish(ctx: BuildContext, pkg: PackagePlan, made: Made, log: Path, started:
     manifest entry, and the verdict line."""
     how, embedded, upstream = made.status, made.embedded, made.wheel.name
     if made.team:   # published pinned and tagged already, its pins checked as they are
-        from cuforge.verify.floor import floor_of_wheel
-        wheel, checks, floor = made.wheel, made.checks, floor_of_wheel(made.wheel)
+        wheel, checks, floor = made.wheel, made.checks, made.floor
     else:   # what it was built against (a torch probe: seconds; the heartbeat says so)
         with BuildProgress(pkg.name, console, "writing its pins into the wheel",
                            shared=ctx.progress):

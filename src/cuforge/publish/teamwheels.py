@@ -137,13 +137,14 @@ def download(wheel: TeamWheel, dest: Path) -> Path:
     return out
 
 
-def beyond_this_machine(wheel: Path, here: tuple[int, ...] | None = None) -> str:
+def beyond_this_machine(wheel: Path, floor=None, here: tuple[int, ...] | None = None) -> str:
     """Why a downloaded team wheel cannot run on this machine: its files need a newer glibc
-    than this machine's (``here``: that glibc, asked of the machine when None). One line
-    naming both versions, or ``""`` when it fits (or either is unknown: the checks decide)."""
+    than this machine's (``floor``: the wheel's, read here when None; ``here``: this
+    machine's glibc, asked of it when None). One line naming both versions, or ``""`` when it
+    fits (or either is unknown: the checks decide)."""
     from cuforge.verify.floor import dotted, floor_of_wheel, machine_glibc
     here = here or machine_glibc()
-    floor = floor_of_wheel(wheel)
+    floor = floor or floor_of_wheel(wheel)
     if here is None or floor is None or floor.glibc is None or floor.glibc <= here:
         return ""
     top = max((n for n in floor.needs if n.namespace == "GLIBC"), key=lambda n: n.number or ())
