@@ -49,7 +49,12 @@ def test_wheel_lands_in_the_combo_directory_with_a_manifest(built):
     assert entry["checks"]["smoke"]["status"] == "skipped"     # no GPU here: never "pass"
     assert "compiled" in (wh / COMBO_DIR / "manifest.txt").read_text()
     # what it was built against is pinned into the published wheel (cuforge.publish.wheelmeta)
-    assert wheels[0].name == "cuforge_demo-0.1.0+cu130torch2.14.1-cp311-cp311-linux_x86_64.whl"
+    # tagged for the oldest glibc its files need (issue 63), which the manifest names
+    floor = entry["floor"]
+    assert floor["tag"].startswith("manylinux_2_") and floor["tag"].endswith("_x86_64"), floor
+    assert floor["text"].startswith("glibc >= 2."), floor
+    assert "libcudart.so.13" not in floor["left_out"]   # the CUDA runtime is linked statically
+    assert wheels[0].name == f"cuforge_demo-0.1.0+cu130torch2.14.1-cp311-cp311-{floor['tag']}.whl"
     assert entry["version"] == "0.1.0+cu130torch2.14.1"
     assert entry["upstream_wheel"] == "cuforge_demo-0.1.0-cp311-cp311-linux_x86_64.whl"
     # the exact build: every other label excluded, and torch's own CUDA runtime line copied
@@ -245,3 +250,26 @@ def test_only_a_compile_needs_the_cccl_overlay(built):
     assert out.returncode == 3, out.stderr[-2000:]
     assert "could not install the CCCL overlay nvidia-cuda-cccl==0.0.0.404" in out.stderr
     assert "cccl_overlay" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_tag_is_what_the_symbols_need_and_a_231_floor_fails_it(built):
+    """Issue 63: the published tag is the lowest manylinux level the wheel's ELF files hold,
+    and the glibc check fails it against a combo floor of 2.31 when it was built on a newer
+    glibc (the static CUDA runtime binds pthread_join & co. to GLIBC_2.34 there)."""
+    from cuforge.verify.checklist import CheckStatus
+    from cuforge.verify.floor import Ceiling, floor_of_wheel, machine_glibc
+    from cuforge.verify.glibc import check_glibc
+    wh, _, _ = built
+    wheel, = (wh / COMBO_DIR).glob("cuforge_demo-*.whl")
+    floor = floor_of_wheel(wheel)
+    assert wheel.name.removesuffix(".whl").endswith(floor.tag())
+    with zipfile.ZipFile(wheel) as zf:
+        info = next(n for n in zf.namelist() if n.endswith(".dist-info/WHEEL"))
+        tags = [ln.split(":", 1)[1].strip() for ln in zf.read(info).decode().splitlines()
+                if ln.startswith("Tag:")]
+    assert tags == [f"cp311-cp311-{t}" for t in floor.tag().split(".")]
+    entry = json.loads((wh / COMBO_DIR / "manifest.jsonl").read_text().splitlines()[-1])
+    assert entry["checks"]["glibc"]["status"] in ("pass", "warn")   # torch's floor: never fail
+    if (machine_glibc() or (0,)) >= (2, 34):
+        result = check_glibc(floor, Ceiling((2, 31), "glibc_floor", declared=True))
+        assert result.status is CheckStatus.FAIL and "GLIBC_2.34 from libc.so.6" in result.detail

@@ -94,7 +94,7 @@ def built(tmp_path_factory) -> dict[str, Path]:
     upstream = wheel(tmp / "upstream", "cuforge-tiny-ext", "0.1",
                      {"cuforge_tiny_ext/__init__.py": EXT_INIT, "cuforge_tiny_ext/_ext.so": ext_so},
                      requires=("torch", "cuforge-tiny-dep>=0.5"), tag=TAG)
-    pinned, result = rewrite.for_wheelhouse(upstream, house, house, accel="cu130",
+    pinned, result, _ = rewrite.for_wheelhouse(upstream, house, house, accel="cu130",
                                               torch="2.14.1", depends=())
     return {"tmp": tmp, "wrong": wrong, "right": right / "simple", "house": house, "dep": dep,
             "upstream": upstream, "pinned": pinned, "result": result}
@@ -102,7 +102,10 @@ def built(tmp_path_factory) -> dict[str, Path]:
 
 def test_pinned_wheel_names_its_cuda_and_torch(built):
     pinned = built["pinned"]
-    assert pinned.name == f"cuforge_tiny_ext-0.1+cu130torch2.14.1-{TAG}.whl"
+    # its .so needs nothing newer than glibc 2.17 (libc10.so is torch's): tagged for it, and
+    # for the legacy alias pip < 20.3 reads
+    assert pinned.name == ("cuforge_tiny_ext-0.1+cu130torch2.14.1-cp311-cp311-"
+                           "manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
     version, requires = wheelmeta.metadata(pinned)
     assert version == "0.1+cu130torch2.14.1"
     assert requires == ["cuforge-tiny-dep==1.0",

@@ -63,3 +63,19 @@ def test_cuda12_accels_build_with_the_system_toolkit(tmp_path):
     with pytest.raises(ConfigError, match="cu128 has no PyPI toolkit") as err:
         load_combos(Project(tmp_path))
     assert 'toolkit = "system"' in str(err.value)
+
+
+def test_glibc_floor_is_a_quoted_glibc_version(tmp_path):
+    """A combo's glibc_floor (issue 63): "2.31" is read as it is; a bare number (TOML reads
+    2.31 as a float) is a configuration error that names the fix."""
+    from cuforge.core.project import Project
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "accels.toml").write_text(
+        (find_project().envs_dir / "accels.toml").read_text())
+    row = '[[combo]]\npython = "3.11"\naccel = "cu130"\ntorch = "2.14.1"\n'
+    (tmp_path / "envs" / "combos.toml").write_text(row + 'glibc_floor = "2.31"\n')
+    assert load_combos(Project(tmp_path))[0].glibc_floor == "2.31"
+    assert load_combos(find_project())[0].glibc_floor == ""   # default: torch's own tag
+    (tmp_path / "envs" / "combos.toml").write_text(row + "glibc_floor = 2.31\n")
+    with pytest.raises(ConfigError, match='glibc_floor must be a glibc version in quotes'):
+        load_combos(Project(tmp_path))

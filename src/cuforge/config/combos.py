@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -71,6 +72,7 @@ class Combo:
     host_fallbacks: tuple[str, ...] = ()    # tried when the default links libstdc++ statically
     cache: str = ""                         # compiler cache storage (envs/cache.toml spec)
     emulate: bool = False          # build a foreign platform here under QEMU (envs/emulation.toml)
+    glibc_floor: str = ""          # the newest glibc its wheels may need ("2.31"); "": torch's
 
     @property
     def target_platform(self) -> platforms.Platform:
@@ -210,7 +212,26 @@ def _combo_from_row(row: dict, accels: dict[str, Accel]) -> Combo:
         host_cc=row.get("host_cc", ""),
         cache=row.get("cache", ""),
         emulate=bool(row.get("emulate", False)),
+        glibc_floor=_glibc_floor(row.get("glibc_floor", ""), where),
     )
+
+
+def _glibc_floor(value: object, where: str) -> str:
+    """A combo's ``glibc_floor``: ``"2.31"`` (a glibc version, major.minor), or ``""``.
+
+    >>> _glibc_floor("2.31", "combo")
+    '2.31'
+    >>> _glibc_floor("", "combo")
+    ''
+    """
+    if value == "":
+        return ""
+    if not isinstance(value, str) or not re.fullmatch(r"2\.\d+", value):
+        raise ConfigError(f"{where}: glibc_floor must be a glibc version in quotes, such as "
+                          f"\"2.31\", not {value!r}",
+                          hint="the oldest glibc the combo's wheels must run on (Ubuntu 20.04 "
+                          "and Debian 11 have 2.31); leave it out to hold them to torch's own")
+    return value
 
 
 def _read_toml(path: Path) -> dict:

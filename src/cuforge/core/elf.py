@@ -1,5 +1,7 @@
 """Reading ELF shared objects with pyelftools: dynamic symbols, DT_NEEDED, RUNPATH/RPATH,
-symbol lookup through the GNU/SysV hash tables, and batch demangling with ``c++filt``.
+the symbol versions a file needs (``.gnu.version_r``: ``pthread_join@GLIBC_2.34`` from
+``libc.so.6``), symbol lookup through the GNU/SysV hash tables, and batch demangling with
+``c++filt``.
 
 Nothing here imports torch or runs the interpreter: checks 1-3 only read files.
 
@@ -22,6 +24,7 @@ from typing import BinaryIO
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import Section, SymbolTableSection
 
 ELF_MAGIC = b"\x7fELF"
@@ -55,6 +58,16 @@ class Symbol:
     name: str
     defined: bool
     weak: bool
+
+
+@dataclass(frozen=True)
+class VersionNeed:
+    """One symbol version a file asks the loader for: ``GLIBC_2.34`` from ``libc.so.6``, and
+    the undefined symbols bound to it (none for a version needed only as a whole)."""
+
+    library: str
+    version: str
+    symbols: tuple[str, ...]
 
 
 class ElfLib:
@@ -155,6 +168,33 @@ class ElfLib:
             sym = table.get_symbol(name)
             return sym is not None and sym["st_shndx"] != "SHN_UNDEF"
         return name in self._defined_names
+
+    def version_needs(self) -> list[VersionNeed]:
+        """Every symbol version this file needs (``.gnu.version_r``), each with the library
+        that must define it and the undefined dynamic symbols bound to it, in the file's
+        order. Empty for a file without symbol versioning."""
+        needs_sec = next((s for s in self.elf.iter_sections()
+                          if isinstance(s, GNUVerNeedSection)), None)
+        if needs_sec is None:
+            return []
+        index: dict[int, tuple[str, str]] = {}
+        for verneed, auxes in needs_sec.iter_versions():
+            for aux in auxes:
+                index[aux["vna_other"]] = (verneed.name, aux.name)
+        bound: dict[int, list[str]] = {i: [] for i in index}
+        versym = next((s for s in self.elf.iter_sections()
+                       if isinstance(s, GNUVerSymSection)), None)
+        dynsym = self._symtab(".dynsym")
+        if versym is not None and dynsym is not None:
+            for number, sym in enumerate(dynsym.iter_symbols()):
+                if sym["st_shndx"] != "SHN_UNDEF" or not sym.name:
+                    continue
+                ndx = versym.get_symbol(number)["ndx"]
+                ndx = ndx if isinstance(ndx, int) else -1   # VER_NDX_LOCAL / GLOBAL
+                if ndx & 0x7FFF in bound:   # the top bit only hides the symbol
+                    bound[ndx & 0x7FFF].append(sym.name)
+        return [VersionNeed(lib, version, tuple(sorted(bound[i])))
+                for i, (lib, version) in index.items()]
 
     def section_data(self, name: str) -> bytes | None:
         """The bytes of section ``name`` (e.g. ``.nv_fatbin``), or None when absent."""

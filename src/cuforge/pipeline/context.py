@@ -66,6 +66,7 @@ def open_context(project: Project, req: BuildRequest, combo_env: ComboEnv, plan:
     side_by_side = plan.pooled or sum(1 for p in plan.packages if p.jobs < plan.jobs) > 1
     run_env = combo_env.target.step_env()
     checking = context_from(combo_env.info, None, run_env, no_device=combo_env.target.no_device,
-                            sysroot=combo_env.target.sysroot)
+                            sysroot=combo_env.target.sysroot,
+                            glibc_floor=plan.combo.glibc_floor, combo=plan.combo.id)
     return BuildContext(project, req, combo_env, plan, log_dir, recipe_names, run_env, checking,
                         house, progress, side_by_side)

@@ -158,6 +158,7 @@ def build_report(executor: Executor, log_dir: Path, seconds: float) -> dict:
                      "wheel": str(executor.plan.wheel_dir / e.wheel) if e.wheel else None,
                      "seconds": e.build_seconds or None, "arches": pkg.archs.torch(),
                      "embedded": e.arches_embedded, "checks": e.checks,
+                     "floor": e.floor or None,
                      "reason": e.reason or None, "log": e.log or None})
     return {"dry_run": False, "combo": executor.plan.combo.id, "torch": executor.plan.combo.torch,
             "wheel_dir": str(executor.plan.wheel_dir), "log_dir": str(log_dir),

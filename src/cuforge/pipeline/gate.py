@@ -28,6 +28,7 @@ from cuforge.publish.wheelhouse import Entry, Status
 from cuforge.publish.wheelmeta import TorchBuild
 from cuforge.publish.wheelmeta import wheel_requirements
 from cuforge.verify.checks import log_report, smoke_script
+from cuforge.verify.floor import Floor
 from cuforge.verify.report import CheckResult, verdict_line
 
 console = make_console(stderr=True)
@@ -38,13 +39,13 @@ def publish(ctx: BuildContext, pkg: PackagePlan, made: Made, log: Path, started:
     """A verified wheel published: its pins written in (a team's wheel has them already), its
     manifest entry, and the verdict line."""
     how, embedded, upstream = made.status, made.embedded, made.wheel.name
-    if made.team:   # published pinned already, its pins checked as they are (wheelsource)
-        wheel, checks = made.wheel, made.checks
+    if made.team:   # published pinned and tagged already, its pins checked as they are
+        wheel, checks, floor = made.wheel, made.checks, made.floor
     else:   # what it was built against (a torch probe: seconds; the heartbeat says so)
         with BuildProgress(pkg.name, console, "writing its pins into the wheel",
                            shared=ctx.progress):
-            wheel, checks = _pinned(ctx, pkg, made.wheel, made.checks,
-                                    compiled=how is Status.COMPILED)
+            wheel, checks, floor = _pinned(ctx, pkg, made.wheel, made.checks,
+                                           compiled=how is Status.COMPILED)
     seconds = round(time.monotonic() - started, 1)
     recipe = pkg.recipe
     entry = Entry(   # the wheel's file name, version and digest: the wheelhouse reads them
@@ -64,7 +65,8 @@ def publish(ctx: BuildContext, pkg: PackagePlan, made: Made, log: Path, started:
         compiler_cache=ctx.state.cache_reports[pkg.name].as_dict()
         if how is Status.COMPILED else {},
         runtime_installed=ctx.state.runtime.get(upstream, []),   # keyed before pinning
-        cccl=ctx.combo_env.toolkit.cccl if how is Status.COMPILED else "")
+        cccl=ctx.combo_env.toolkit.cccl if how is Status.COMPILED else "",
+        floor=floor.to_dict() if floor else {})
     if runner.stopping():   # interrupted while this thread verified: publish nothing
         raise BuildError(f"{recipe.name}: interrupted before it was published")
     entry = ctx.house.publish(wheel, entry)
@@ -76,18 +78,19 @@ def publish(ctx: BuildContext, pkg: PackagePlan, made: Made, log: Path, started:
 
 
 def _pinned(ctx: BuildContext, pkg: PackagePlan, wheel: Path, checks: dict[str, CheckResult],
-            *, compiled: bool) -> tuple[Path, dict[str, CheckResult]]:
-    """The wheel with its torch, CUDA and wheelhouse pins written in
-    (cuforge.publish.rewrite), and its checks with the ``pins`` verdict added. A wheel
-    compiled here is dated by its source's time (a prebuilt one keeps its dates)."""
+            *, compiled: bool) -> tuple[Path, dict[str, CheckResult], Floor | None]:
+    """The wheel with its torch, CUDA and wheelhouse pins written in and the platform tag its
+    floor earns (cuforge.publish.rewrite), its checks with the ``pins`` verdict added, and
+    that floor. A wheel compiled here is dated by its source's time (a prebuilt one keeps its
+    dates)."""
     from cuforge.publish import rewrite
     epoch = sources.epoch_file(pkg.work / "src")
-    out, result = rewrite.for_wheelhouse(
+    out, result, floor = rewrite.for_wheelhouse(
         wheel, ctx.plan.wheel_dir, pkg.work / "pinned", accel=ctx.plan.combo.accel.tag,
         torch=torch_build(ctx), depends=pkg.recipe.depends,
         epoch=pep517.source_date_epoch(epoch) if compiled else None,
         variant=pkg.recipe.variant)
-    return out, {**checks, result.check: result} if result else checks
+    return out, {**checks, result.check: result} if result else checks, floor
 
 
 def torch_build(ctx: BuildContext) -> TorchBuild:

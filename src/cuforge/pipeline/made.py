@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuforge.publish.wheelhouse import Status
+from cuforge.verify.floor import Floor
 from cuforge.verify.report import CheckResult
 
 
@@ -22,6 +23,7 @@ class Made:
     embedded: dict[str, list[str]]
     note: str = ""             # e.g. why the published wheel was not used
     team: str = ""             # the team index it came from (--wheels): published as it is
+    floor: Floor | None = None   # a team wheel's, read when it was downloaded (verify.floor)
 
 
 @dataclass(frozen=True)

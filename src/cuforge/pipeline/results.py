@@ -1,5 +1,6 @@
 """A build's last word: one table of what happened to each package (its result, the time it
-took, the arches its wheel embeds, where the wheel is, why it failed), on stdout: the result
+took, the arches its wheel embeds, the C library it needs, where the wheel is, why it failed),
+on stdout: the result
 of ``cuforge build``, which ``-q`` keeps (progress and notes go to stderr, and ``-q`` drops
 them)."""
 
@@ -39,6 +40,16 @@ def arches(entry: Entry) -> str:
             f"ptx {' '.join(emb.get('ptx', [])) or '-'}")
 
 
+def floor(entry: Entry) -> str:
+    """The C library the wheel needs (``glibc >= 2.34, GLIBCXX_3.4.30``); ``-`` without a
+    wheel or for a pure-Python one (and for lines published before issue 63).
+
+    >>> floor(Entry("a", "compiled", floor={"text": "glibc >= 2.34"}))
+    'glibc >= 2.34'
+    """
+    return entry.floor.get("text", "-") if entry.status.has_wheel and entry.floor else "-"
+
+
 def _where(path: Path) -> str:
     """The wheel's path, relative to the current directory when below it (shorter to copy)."""
     rel = os.path.relpath(path)
@@ -57,8 +68,8 @@ def results_table(title: str, packages: Sequence[str], results: Mapping[str, Ent
                   current: set[str], wheel_dir: Path) -> Table:
     """One row per planned package, in the plan's order (``current``: found up to date)."""
     stopped = any(e.status is Status.FAILED for e in results.values())
-    t = table("package", "result", "time", "arches", "wheel", "why it failed", title=title,
-              wide=["wheel", "why it failed"])
+    t = table("package", "result", "time", "arches", "needs", "wheel", "why it failed",
+              title=title, wide=["wheel", "why it failed"])
     for name in packages:
         entry = results.get(name)
         result = result_of(entry, name in current)
@@ -66,6 +77,6 @@ def results_table(title: str, packages: Sequence[str], results: Mapping[str, Ent
         wheel = wheel_dir / entry.wheel if entry and entry.wheel else None
         t.add_row(Text(name), Text(result, style=_STYLE[result]),
                   Text(duration(seconds) if seconds else "-"),
-                  Text(arches(entry) if entry else "-"),
+                  Text(arches(entry) if entry else "-"), Text(floor(entry) if entry else "-"),
                   Text(_where(wheel) if wheel else "-"), Text(why(entry, stopped)))
     return t

@@ -123,7 +123,8 @@ def verify_paths(project: Project, combo: Combo, paths: list[Path], *, arches_gi
                                 enabled=not combo_env.target.emulated)
     checking = context_from(combo_env.info, None, combo_env.target.step_env(),
                             no_device=combo_env.target.no_device,
-                            sysroot=combo_env.target.sysroot)
+                            sysroot=combo_env.target.sysroot,
+                            glibc_floor=combo.glibc_floor, combo=combo.id)
     with tempfile.TemporaryDirectory(prefix="cuforge-deps-") as tmp, beat, hosted:
         for wheel in wheels:
             now["wheel"] = wheel.name

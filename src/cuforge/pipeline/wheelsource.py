@@ -25,6 +25,7 @@ from cuforge.pipeline.made import Ahead, Made, Refused
 from cuforge.pipeline.plan import Action, ActionKind, PackagePlan
 from cuforge.publish.wheelhouse import Status
 from cuforge.verify.checklist import PREBUILT_MUST_PASS
+from cuforge.verify.floor import floor_of_wheel
 
 console = make_console(stderr=True)
 
@@ -163,6 +164,9 @@ def _try_team(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | Refused:
     wheel = ahead.made.wheel if ahead else _download_team(ctx, pkg.name, staging, log)
     if isinstance(wheel, Refused):
         return wheel
+    floor = ahead.made.floor if ahead else floor_of_wheel(wheel)
+    if (too_new := _beyond_this_machine(ctx, wheel, floor)):   # before anything is installed
+        return Refused(too_new)
     pins = wheelmeta.check(wheel, staging, house=wheelmeta.versions_in(ctx.plan.wheel_dir))
     if pins is not None and pins.failed:
         return Refused(f"team wheel {wheel.name} refused (pins: {pins.detail})")
@@ -177,7 +181,8 @@ def _try_team(ctx: BuildContext, pkg: PackagePlan, log: Path) -> Made | Refused:
             checks, embedded = gate.verify(ctx, pkg, wheel, log)
         except CuforgeError as err:
             return Refused(f"team wheel {wheel.name} refused ({err.summary})")
-        made = Made(wheel, Status.PREBUILT, checks, embedded, team=ctx.req.team_wheels)
+        made = Made(wheel, Status.PREBUILT, checks, embedded, team=ctx.req.team_wheels,
+                    floor=floor)
     if pins is not None:
         made = replace(made, checks={**made.checks, pins.check: pins})
     return made
@@ -199,6 +204,9 @@ def check_ahead(ctx: BuildContext, pkg: PackagePlan) -> Ahead | None:
             *((d, pkg.work / "team-deps" / d) for d in pkg.recipe.depends)]}
     if any(isinstance(w, Refused) for w in got.values()):
         return None
+    floors = {name: floor_of_wheel(w) for name, w in got.items()}
+    if any(_beyond_this_machine(ctx, got[n], f) for n, f in floors.items()):
+        return None   # the usual order refuses it, saying why
     wheel = got.pop(pkg.name)
     deps = {dep: sha256_of(w) for dep, w in got.items()}
     for dep, w in got.items():
@@ -210,8 +218,15 @@ def check_ahead(ctx: BuildContext, pkg: PackagePlan) -> Ahead | None:
     except CuforgeError as err:   # the usual order checks it again and says why
         runner.note(log, f"not taken ahead: {err.summary}")
         return None
-    return Ahead(Made(wheel, Status.PREBUILT, checks, embedded, team=ctx.req.team_wheels),
-                 deps, log)
+    return Ahead(Made(wheel, Status.PREBUILT, checks, embedded, team=ctx.req.team_wheels,
+                      floor=floors[pkg.name]), deps, log)
+
+
+def _beyond_this_machine(ctx: BuildContext, wheel: Path, floor) -> str:
+    """Why a team wheel cannot run here (its floor above this machine's glibc), else ``""``.
+    An emulated combo's wheels run on another machine: not asked."""
+    from cuforge.publish import teamwheels
+    return "" if ctx.combo_env.target.emulated else teamwheels.beyond_this_machine(wheel, floor)
 
 
 def _same_dependencies(ctx: BuildContext, ahead: Ahead) -> bool:

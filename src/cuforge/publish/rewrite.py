@@ -1,7 +1,10 @@
 """The wheel rewritten at publish (``cuforge.publish.wheelmeta`` says what it is written to say,
 and reads it back): METADATA's Requires-Dist with torch's exact build and its CUDA runtime line
 and every wheelhouse package pinned, the local version label, the import guard of a wheel that
-links torch, the new file name, ``.dist-info`` and RECORD.
+links torch, the platform tag its ELF files earn (``manylinux_2_X_<arch>``, the lowest level
+their symbol versions and libraries hold: ``verify.floor``; ``linux_<arch>`` stays when none
+does, and the manifest says why) in the file name and WHEEL's ``Tag:`` lines, the new file
+name, ``.dist-info`` and RECORD.
 
 >>> pinned_requirements(["torch>=2", "scipy", "cumm-cu126<0.8.0"],
 ...                     torch=TorchBuild("2.11.0+cu130", ("nvidia-cuda-runtime==13.0.96",)),
@@ -22,6 +25,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from cuforge.core.digest import record_digest
+from cuforge.verify.floor import Floor, floor_of_wheel
 from cuforge.publish.wheelmeta import (SIGNATURES, TorchBuild, admitted_builds, check,
                                        cuda_runtime_lines, dist_info, has_compiled_code,
                                        house_name, links_torch, local_label, metadata,
@@ -87,11 +91,52 @@ def _rewrite_metadata(text: str, version: str, requires: list[str]) -> str:
     return "\n".join(kept) + "\n" + (sep[1:] + body if sep else "")
 
 
+def platform_tag(wheel_platform: str, floor: Floor | None) -> str:
+    """The platform part of the published file name: what the floor earns for a wheel built
+    for one Linux machine (``linux_x86_64`` or a manylinux tag of it); any other (``any``,
+    another OS, a floor of another machine) stays as it is.
+
+    >>> platform_tag("any", None)
+    'any'
+    """
+    if floor is None:
+        return wheel_platform
+    parts = wheel_platform.split(".")
+    machine = floor.machine
+    ours = all(p == f"linux_{machine}" or (p.startswith("manylinux") and p.endswith(f"_{machine}"))
+               for p in parts)
+    return floor.tag() if ours else wheel_platform
+
+
+def _retag_wheel_file(text: str, platform: str) -> str:
+    """WHEEL with one ``Tag:`` line per interpreter-abi pair and platform of ``platform``
+    (``manylinux_2_17_x86_64.manylinux2014_x86_64``: two), where the old ones stood.
+
+    >>> _retag_wheel_file("Wheel-Version: 1.0\\nTag: cp311-cp311-linux_x86_64\\n",
+    ...                   "manylinux_2_17_x86_64.manylinux2014_x86_64").splitlines()[1:]
+    ['Tag: cp311-cp311-manylinux_2_17_x86_64', 'Tag: cp311-cp311-manylinux2014_x86_64']
+    """
+    lines, tags, at = [], [], None
+    for line in text.splitlines():
+        if not line.startswith("Tag:"):
+            lines.append(line)
+            continue
+        at = len(lines) if at is None else at
+        interp, abi, _ = line.split(":", 1)[1].strip().split("-", 2)
+        tags += [t for plat in platform.split(".")
+                 if (t := f"Tag: {interp}-{abi}-{plat}") not in tags]
+    if at is not None:
+        lines[at:at] = tags
+    return "\n".join(lines) + "\n"
+
+
 def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
         house: Mapping[str, str], depends: Iterable[str] = (), epoch: int | None = None,
-        variant: str = "") -> Path:
+        floor: Floor | None | bool = True, variant: str = "") -> Path:
     """Write ``wheel`` into ``dest`` with its pins (module docstring); returns the new file.
     A pure-Python wheel keeps its version; its wheelhouse requirements are still pinned.
+    ``floor``: the wheel's (``verify.floor``), which picks its platform tag (True: read it
+    from the wheel here).
     The zip is written the same for the same content (``zip_entry``): entries in name order
     (``.dist-info`` last, RECORD at the end), each dated ``epoch`` (the source's time; None:
     as the wheel had it), with normalised permissions and compression. ``variant`` (a
@@ -104,7 +149,11 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
         version = f"{version.partition('+')[0]}+{label}" + (f".{variant}" if variant else "")
     requires = pinned_requirements(requires, torch=build if torch_linked else None, house=house,
                                    depends=depends, own=build.label(accel))
+    if floor is True:
+        floor = floor_of_wheel(wheel)
     name, _old_version, *rest = wheel.name.removesuffix(".whl").split("-")
+    platform = platform_tag(rest[-1], floor or None)
+    rest[-1] = platform
     out = dest / ("-".join([name, str(Version(version)), *rest]) + ".whl")
     dest.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w") as dst:
@@ -131,6 +180,8 @@ def pin(wheel: Path, dest: Path, *, accel: str, torch: str | TorchBuild,
             data = src.read(info)
             if arcname == f"{new_prefix}.dist-info/METADATA":
                 data = _rewrite_metadata(data.decode(), str(Version(version)), requires).encode()
+            elif arcname == f"{new_prefix}.dist-info/WHEEL":
+                data = _retag_wheel_file(data.decode(), platform).encode()
             dst.writestr(zip_entry(arcname, info.date_time, info.external_attr >> 16,
                                    epoch=epoch), data)
             if not arcname.endswith("/"):
@@ -199,14 +250,16 @@ def torch_build(python: Path, fallback: str,
 def for_wheelhouse(wheel: Path, directory: Path, dest: Path, *, accel: str,
                    torch: str | TorchBuild, depends: Iterable[str] = (),
                    epoch: int | None = None, variant: str = ""):
-    """The pinned copy of ``wheel`` for ``directory`` (in ``dest``) and its ``pins`` check,
+    """The pinned copy of ``wheel`` for ``directory`` (in ``dest``), its ``pins`` check and its
+    floor (``verify.floor``: None for a pure-Python wheel, what its tag was chosen from),
     made before it is published; VerifyError if the check fails (nothing is published).
     ``epoch``: the source's time, every entry's date (``pin``)."""
     from cuforge.core.errors import VerifyError
     house = versions_in(directory) if directory.is_dir() else {}
+    floor = floor_of_wheel(wheel)
     out = pin(wheel, dest, accel=accel, torch=torch, house=house, depends=depends, epoch=epoch,
-              variant=variant)
+              floor=floor, variant=variant)
     result = check(out, directory, house=house)
     if result is not None and result.failed:
         raise VerifyError(result.detail, hint="a cuforge bug: report it with the wheel")
-    return out, result
+    return out, result, floor

@@ -2,9 +2,11 @@
 publish, read from a PEP 503 simple index (``file://.../simple/``, ``http://host/simple/``,
 pypiserver) or a directory of wheels, and offered to the build before it compiles.
 
-Nothing here decides whether a wheel is used: the pipeline downloads the best candidate and
-runs the same checks a wheel built here gets (pins and RECORD, then ABI, symbols, CUDA runtime,
-fatbin, import, smoke); one that fails is refused with the reason and the package is built here.
+Nothing here decides whether a wheel is used: the pipeline downloads the best candidate,
+refuses it before anything is installed when its floor (``verify.floor``) is above this
+machine's glibc (:func:`beyond_this_machine`), and runs the same checks a wheel built here gets
+(pins and RECORD, then ABI, symbols, CUDA runtime, fatbin, glibc, import, smoke); one that
+fails is refused with the reason and the package is built here.
 """
 
 from __future__ import annotations
@@ -133,3 +135,18 @@ def download(wheel: TeamWheel, dest: Path) -> Path:
         raise SourceError(f"{wheel.filename}: sha256 {digest} is not the index's {wheel.sha256}")
     tmp.replace(out)
     return out
+
+
+def beyond_this_machine(wheel: Path, floor=None, here: tuple[int, ...] | None = None) -> str:
+    """Why a downloaded team wheel cannot run on this machine: its files need a newer glibc
+    than this machine's (``floor``: the wheel's, read here when None; ``here``: this
+    machine's glibc, asked of it when None). One line naming both versions, or ``""`` when it
+    fits (or either is unknown: the checks decide)."""
+    from cuforge.verify.floor import dotted, floor_of_wheel, machine_glibc
+    here = here or machine_glibc()
+    floor = floor or floor_of_wheel(wheel)
+    if here is None or floor is None or floor.glibc is None or floor.glibc <= here:
+        return ""
+    top = max((n for n in floor.needs if n.namespace == "GLIBC"), key=lambda n: n.number or ())
+    return (f"team wheel {wheel.name} needs glibc {dotted(floor.glibc)} ({top.words(2)}), "
+            f"but this machine has glibc {dotted(here)}")

@@ -82,6 +82,7 @@ class Entry:
     upstream_wheel: str = ""           # the wheel as built, before its pins were written in
     requires: list[str] = field(default_factory=list)    # its Requires-Dist as published
     cccl: str = ""                     # the CCCL (CUB/Thrust) version its compiles saw
+    floor: dict = field(default_factory=dict)   # the C library it needs (verify.floor): text, tag, why, ...
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def __post_init__(self) -> None:   # a line read back: a Status, and CheckResults (older
@@ -276,13 +277,19 @@ class Wheelhouse:
         # imported here: cuforge.verify loads every check (pyelftools too) for one name
         from cuforge.verify.upstream import CHECK as UPSTREAM_CHECK
         cells = [("status", "package", "version", "arches (sass | ptx)", "wheel")]
-        notes: dict[int, str] = {}
+        notes: dict[int, list[str]] = {}
         for e in self.latest().values():
             arches = " ".join(e.arches_embedded.get("sass", [])) + " | " + " ".join(
                 e.arches_embedded.get("ptx", []))
             cells.append((e.status, e.package, e.version, arches, e.wheel or e.reason))
-            if (suite := e.checks.get(UPSTREAM_CHECK)):   # its summary line, under its wheel
-                notes[len(cells) - 1] = f"upstream tests: {suite.status}: {suite.reason}"
+            said = []   # under its wheel: what it runs on, and its upstream suite's summary
+            if e.floor and e.status.has_wheel:
+                why = f": {e.floor['why']}" if e.floor.get("why") else ""
+                said.append(f"runs on: {e.floor.get('text', '')} ({e.floor.get('tag', '')}{why})")
+            if (suite := e.checks.get(UPSTREAM_CHECK)):
+                said.append(f"upstream tests: {suite.status}: {suite.reason}")
+            if said:
+                notes[len(cells) - 1] = said
         # each column at least its usual width, wider for a longer cell: a long version
         # (2.3.8+cu130torch2.14.1) must not push the columns after it out of line
         widths = [max(least, *(len(row[i]) for row in cells))
@@ -290,8 +297,7 @@ class Wheelhouse:
         rows = []
         for i, row in enumerate(cells):
             rows.append(" ".join(c.ljust(w) for c, w in zip(row, widths)) + " " + row[4])
-            if i in notes:
-                rows.append(" " * (widths[0] + widths[1] + 2) + notes[i])
+            rows += [" " * (widths[0] + widths[1] + 2) + note for note in notes.get(i, ())]
         fd, tmp = tempfile.mkstemp(prefix=".table-", dir=self.dir)
         try:
             with os.fdopen(fd, "w") as f:

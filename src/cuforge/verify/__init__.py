@@ -1,8 +1,9 @@
 """Verify built (or downloaded) wheels against the combo they are meant for.
 
 Per ``.so`` in the wheel: C++ ABI (``abi``), symbol resolution (``symbols``), CUDA runtime
-major (``cudart``) and fatbin arch coverage (``fatbin``) — all by reading ELF files, no torch
-needed; then, with the combo's interpreter: ``import`` and the recipe's ``smoke`` script.
+major (``cudart``) and fatbin arch coverage (``fatbin``); over all its ELF files, the C library
+it needs held to the combo's ceiling (``glibc``) — all by reading ELF files, no torch needed;
+then, with the combo's interpreter: ``import`` and the recipe's ``smoke`` script.
 
 Typical use (``cuforge verify``: ``cuforge.pipeline.verify_command``)::
 
@@ -24,6 +25,8 @@ from cuforge.env.torchinfo import TorchInfo
 from cuforge.verify.abi import check_abi
 from cuforge.core.elf import shared_objects
 from cuforge.verify.fatbin import FatbinContainer, check_fatbin, read_fatbin
+from cuforge.verify.floor import Ceiling, floor_of_tree, torch_ceiling, version
+from cuforge.verify.glibc import check_glibc
 from cuforge.verify.importer import check_import
 from cuforge.verify.checklist import CHECKS, CheckStatus
 from cuforge.verify.report import (CheckResult, VerifyContext, WheelReport, merge, render_table,
@@ -40,13 +43,19 @@ __all__ = [
 
 def context_from(info: TorchInfo, requested: ArchList | None = None,
                  env: tuple[tuple[str, str], ...] = (), *, no_device: str = "",
-                 sysroot: Path | None = None) -> VerifyContext:
+                 sysroot: Path | None = None, glibc_floor: str = "",
+                 combo: str = "") -> VerifyContext:
     """The checks' view of an interpreter already probed by ``cuforge.env.torchinfo.probe``: the
-    build pipeline passes the combo env's info, so verification asks nothing twice."""
+    build pipeline passes the combo env's info, so verification asks nothing twice.
+    ``glibc_floor``: the combo's (``combo`` names it); without one, the ceiling is the floor
+    torch's own wheel tag promises (read from its dist-info in the env)."""
     lib_dirs = (info.torch_lib, *info.nvidia_lib) if info.torch_lib else info.nvidia_lib
+    ceiling = (Ceiling(version(glibc_floor), f"{combo or 'the combo'}'s glibc_floor",
+                       declared=True) if glibc_floor else torch_ceiling(info.site_packages))
     return VerifyContext(python=info.python, torch_version=info.torch, torch_cuda=info.cuda,
                          cxx11_abi=info.cxx11_abi, lib_dirs=tuple(lib_dirs), requested=requested,
-                         env=env, no_device=no_device, sysroot=str(sysroot or ""))
+                         env=env, no_device=no_device, sysroot=str(sysroot or ""),
+                         ceiling=ceiling)
 
 
 def _per_so(check: str, sos: list[Path], root: Path, run) -> CheckResult:
@@ -54,8 +63,9 @@ def _per_so(check: str, sos: list[Path], root: Path, run) -> CheckResult:
     return merge(check, per_file, empty="no shared objects (pure Python wheel)")
 
 
-def _elf_checks(root: Path, sos: list[Path], ctx: VerifyContext) -> list[CheckResult]:
-    """Checks 1-3: ELF reading only."""
+def _elf_checks(root: Path, sos: list[Path], ctx: VerifyContext,
+                wheel: Path) -> list[CheckResult]:
+    """The checks that read ELF files only (the per-``.so`` ones, then the wheel's floor)."""
     dirs = (*ctx.lib_dirs, *wheel_lib_dirs(sos))
     with LibrarySet(dirs, sysroot=ctx.sysroot) as libs:
         results = [
@@ -64,7 +74,21 @@ def _elf_checks(root: Path, sos: list[Path], ctx: VerifyContext) -> list[CheckRe
             _per_so("cudart", sos, root, lambda so: check_cudart(so, ctx.torch_cuda)),
             _per_so("fatbin", sos, root, lambda so: check_fatbin(so, ctx.requested)),
         ]
+    results.append(check_glibc(floor_of_tree(root), ctx.ceiling, platform_tags(wheel)))
     return results
+
+
+def platform_tags(wheel: Path) -> list[str]:
+    """The platform tags of a wheel's file name (none for a name that is not a wheel's).
+
+    >>> platform_tags(Path("a-1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"))
+    ['manylinux2014_x86_64', 'manylinux_2_17_x86_64']
+    """
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    try:
+        return sorted({t.platform for t in parse_wheel_filename(wheel.name)[3]})
+    except InvalidWheelFilename:
+        return []
 
 
 def _fatbins(root: Path, sos: list[Path]) -> dict[str, list[FatbinContainer]]:
@@ -111,7 +135,7 @@ def verify_wheel(wheel: Path, ctx: VerifyContext, *, smoke: SmokeScript | Path |
         smoking = pool.submit(check_smoke, ctx.python, smoke, paths, fatbins=fatbins,
                               timeout=timeout, env=dict(ctx.env), no_device=ctx.no_device) \
             if smoke is not None else None
-        results = _elf_checks(root, sos, ctx)
+        results = _elf_checks(root, sos, ctx, wheel)
         imported = importing.result()
         results.append(imported)
         if smoking is None:

@@ -11,7 +11,7 @@ True
 Traceback (most recent call last):
 ValueError: 'ok' is not a valid CheckStatus
 >>> CHECKS
-('abi', 'symbols', 'cudart', 'fatbin', 'import', 'smoke')
+('abi', 'symbols', 'cudart', 'fatbin', 'glibc', 'import', 'smoke')
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ TABLE: tuple[Check, ...] = (
     Check("symbols", prebuilt_must_pass=True),
     Check("cudart", prebuilt_must_pass=True),
     Check("fatbin", prebuilt_must_pass=True),
+    Check("glibc", prebuilt_must_pass=True, explain_pass=True),   # the floor shows on a pass
     Check("import", prebuilt_must_pass=True),
     Check("smoke", prebuilt_must_pass=True),
     Check("pins", per_wheel=False),

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from cuforge.config.arches import ArchList
 from cuforge.verify.checklist import CHECKS, CheckStatus, explains_pass, ordered
+from cuforge.verify.floor import Ceiling
 
 __all__ = ["CHECKS", "CheckResult", "CheckStatus", "VerifyContext", "WheelReport", "merge",
            "outcome_line", "render_table", "reports_to_json", "verdict_line", "worst"]
@@ -141,6 +142,7 @@ class VerifyContext:
     env: tuple[tuple[str, str], ...] = ()   # what ``python`` needs to run (emulation's variables)
     sysroot: str = ""     # the target's userland under emulation (its loader's first dirs)
     no_device: str = ""   # why no GPU can be visible to ``python`` (emulated): smoke skips, no probe
+    ceiling: Ceiling | None = None   # the newest glibc its wheels may need (the glibc check)
 
 
 def worst(statuses: Iterable[CheckStatus | str]) -> CheckStatus:
