@@ -20,7 +20,7 @@ SOURCES = {p.relative_to(PACKAGE).as_posix(): p.read_text() for p in sorted(PACK
 # docs/how-it-works.md, "Architecture": a module imports its own layer or one below (issue 52:
 # the parts are ordered too, so no two packages import each other)
 ORDER = ["core", "data", "patching", "config", "env", "verify", "publish", "pipeline",
-         "workstation", "cli"]
+         "discovery", "workstation", "cli"]
 LAYERS = {name: rank for rank, name in enumerate(ORDER)}
 
 MAX_LINES = 450

@@ -180,6 +180,17 @@ class Recipe:
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", BuildKind(self.kind))   # ValueError: no such kind
 
+    @property
+    def mapped_name(self) -> str:
+        """The name its build paths are mapped to in the wheel (``-ffile-prefix-map``): a
+        discovered recipe's without its ``@CHECKOUT``, so that the same code found in two
+        checkouts gives the same bytes (one wheel file, content-labelled, serves both).
+
+        >>> Recipe("simple-knn@gaussian-splatting", BuildKind.SETUPTOOLS, Source()).mapped_name
+        'simple-knn'
+        """
+        return self.name.partition("@")[0]
+
 
 def load_recipes(project: Project) -> dict[str, Recipe]:
     """Every ``recipes/*.toml`` and the project's discovered recipes, keyed by package name."""
@@ -190,8 +201,9 @@ def load_recipes(project: Project) -> dict[str, Recipe]:
             raise ConfigError(f"two recipes declare package {recipe.name!r}: {path} and "
                               f"{recipes[recipe.name].file}")
         recipes[recipe.name] = recipe
-    for recipe in project.discovered:   # named NAME@CHECKOUT: never a file recipe's name
-        recipes[recipe.name] = recipe
+    for found in project.discovered:   # named NAME@CHECKOUT: never a file recipe's name
+        assert isinstance(found, Recipe)
+        recipes[found.name] = found
     for r in recipes.values():
         for dep in r.depends:
             if dep not in recipes:

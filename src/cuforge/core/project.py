@@ -11,12 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cuforge.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from cuforge.config.recipes import Recipe
 
 MARKER = Path("envs") / "combos.toml"
 BUNDLED = Path(__file__).parents[1] / "_project"    # the wheel's copy (pyproject: force-include)
@@ -27,9 +23,10 @@ class Project:
     root: Path
     home: Path | None = None   # where state and wheels go when ``root`` is read-only (a wheel)
     wheel_root: Path | None = None   # --wheelhouse DIR: before $CUFORGE_WHEELHOUSE
-    # recipes made in memory by discovery (``setup --checkout`` of any checkout): every
-    # layer reads them with recipes/ (``config.recipes.load_recipes``)
-    discovered: tuple[Recipe, ...] = ()
+    # config.recipes.Recipe objects made in memory by discovery (``setup --checkout`` of any
+    # checkout): every layer reads them with recipes/ (``load_recipes``); core names no type
+    # of a layer above it
+    discovered: tuple[object, ...] = ()
 
     @property
     def envs_dir(self) -> Path:

@@ -13,7 +13,7 @@ from cuforge.core.errors import CuforgeError, SourceError
 from cuforge.core.runner import capture
 from cuforge.pipeline import sources
 
-UPDATE_HINT = "git submodule update --init --recursive"
+UPDATE = "submodule update --init --recursive"   # git's own command, run by the user
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def fetched_tree(sub: Submodule, cache_dir: Path, checkout: Path) -> Path:
                           f"out, and cuforge cannot fetch it ({sub.url} @ {sub.commit[:12]}): "
                           f"{err.summary}",
                           hint=f"check it out and run setup again: git -C {checkout} "
-                               f"{UPDATE_HINT}") from None
+                               f"{UPDATE}") from None
     done.write_text(f"{sub.url} {sub.commit}\n")
     return dest
 

@@ -305,7 +305,7 @@ def _package_plan(project: Project, req: BuildRequest, combo_env: ComboEnv, reci
         job = BuildJob(recipe, combo_env.python, src, work / "dist", work / "build", archs,
                        env_vars, req.verbose, project.root / "native" / "cmake", defines, cache,
                        slot_script, None if cache and cache.across_clones or combo_env.target.emulated
-                       else path_maps(work, recipe.name, project=project.root,
+                       else path_maps(work, recipe.mapped_name, project=project.root,
                                       site_packages=combo_env.info.site_packages,
                                       toolkit=combo_env.toolkit.root))
         built = builder.steps(job)
