@@ -80,6 +80,8 @@ def test_dry_run_lists_each_extension_why_and_each_folder_left_out(project, tmp_
     assert "left out: build (a build output folder)" in out
     assert (f"left out: {RASTERIZER}/third_party/glm (its CMakeLists.txt does not find Torch)"
             in out)
+    assert ("fix: field-cstdint (<cstdint> where fixed-width integers are used without it): "
+            "cuda_rasterizer/rasterizer_impl.h") in out
     assert "1. build: diff-gaussian-rasterization@gaussian-splatting, " in out
     assert tree_hash(checkout) == before
 
@@ -87,6 +89,7 @@ def test_dry_run_lists_each_extension_why_and_each_folder_left_out(project, tmp_
     doc = json.loads(as_json.stdout)
     assert doc["stack_from"] == "discovered" and doc["stack"] == "gaussian-splatting"
     assert [d["folder"] for d in doc["discovered"]] == [RASTERIZER, "submodules/simple-knn"]
+    assert doc["discovered"][0]["fixes"] == ["field-cstdint"]
     assert doc["discovered"][0]["why"] == [
         f"{RASTERIZER}/setup.py:13 CUDAExtension(diff_gaussian_rasterization._C)"]
     assert {"folder": ".venv", "reason": "a virtual environment (pyvenv.cfg)"} in doc["left_out"]
@@ -143,7 +146,10 @@ def two_dgs(tmp_path: Path, rasterizer_url: str | None = None) -> Path:
                    "ext.cpp": (src / "ext.cpp").read_text(),
                    "cuda_rasterizer/rasterizer_impl.cu":
                        (src / "cuda_rasterizer" / "rasterizer_impl.cu").read_text(),
-                   "diff_surfel_rasterization/__init__.py": "from . import _C\n"})
+                   "diff_surfel_rasterization/__init__.py": "from . import _C\n",
+                   # GCC 13: 'identifier "uint32_t" is undefined' (a field fix's case)
+                   "cuda_rasterizer/rasterizer.h": "#pragma once\n#include <vector>\n"
+                                                   "struct Tile { uint32_t start, end; };\n"})
     _with_submodule(surfel, "third_party/glm", f"file://{glm}", glm_commit)
     surfel_commit = git(surfel, "rev-parse", "HEAD")
     origin = tmp_path / "upstream" / "2d-gaussian-splatting"
@@ -166,6 +172,8 @@ def test_a_submodule_not_checked_out_is_fetched_into_the_cache_not_the_checkout(
     assert ("diff-surfel-rasterization@2d-gaussian-splatting: submodules/diff-surfel-rasterization"
             " (setuptools, git submodule file://") in run.stdout, run.stdout
     assert "(fetched into cuforge's cache)" in run.stdout
+    assert ("fix: field-cstdint (<cstdint> where fixed-width integers are used without it): "
+            "cuda_rasterizer/rasterizer.h") in run.stdout, run.stdout
     assert "submodules/diff-surfel-rasterization: git submodule" in run.stdout
     assert "(not checked out)" in run.stdout
     assert tree_hash(clone) == before and not any(folder.iterdir())
@@ -212,6 +220,11 @@ def test_setup_builds_verifies_and_installs_each_found_extension_and_forks_keep_
     assert "compiled diff_gaussian_rasterization-0.0.0+cu130.src" in run.stderr, run.stderr
     assert "import pass" in run.stderr and "fatbin pass" in run.stderr
     assert outside_venv(first) == before
+    manifest = [json.loads(line) for line in next((project / "wh").glob("*/*/*/manifest.jsonl"))
+                .read_text().splitlines()]
+    fixed = {e["package"]: e["patches"] for e in manifest}
+    assert fixed == {"diff-gaussian-rasterization@gaussian-splatting": ["field-cstdint"],
+                     "simple-knn@gaussian-splatting": []}
     assert _installed(first / ".venv", "import diff_gaussian_rasterization as d, simple_knn._C as k;"
                       " print(d.FORK, d.kernel_name(), k.kernel())") == "graphdeco splat_tiles mean_dist"
 

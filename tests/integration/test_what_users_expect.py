@@ -56,9 +56,10 @@ def test_wheelhouse_option_is_where_the_wheels_go(tmp_path):
     assert proc.stderr == "", proc.stderr     # -q: no progress, no summary on stderr
     # ... but the results: "errors and results only" (it printed nothing on success)
     import re
-    assert re.search(r"^\s*tinyext\s+compiled\s+[\d.]+ s\s+sass -; ptx -\s+/", proc.stdout,
+    assert re.search(r"^\s*tinyext\s+compiled\s+[\d.]+ s\s+sass -; ptx -\s+glibc: any\s+/",
+                     proc.stdout,
                      re.M), proc.stdout
-    assert re.search(r"package\s+result\s+time\s+arches\s+wheel\s+why it failed",
+    assert re.search(r"package\s+result\s+time\s+arches\s+needs\s+wheel\s+why it failed",
                      proc.stdout), proc.stdout
     assert list((out / COMBO_DIR).glob("tinyext-*.whl")), sorted(out.rglob("*"))
     assert not (proj / "wh").exists()     # $CUFORGE_WHEELHOUSE is the fallback only

@@ -19,6 +19,8 @@ TOML_READERS = {
     "core/tomlfile.py": "read_toml: the project's files (envs/, recipes/, stacks/, patches/)",
     "data/__init__.py": "data.table: cuforge's own tables, read once",
     "pipeline/builders/pep517.py": "an upstream tree's pyproject.toml, in the build's Python",
+    "discovery/buildfiles.py": "a user's checkout's pyproject.toml (its [project] name): not "
+                               "our data, so a broken one is read as nameless, not an error",
 }
 # Programs of their own, which cannot import the package: each with why
 OWN_EXIT_CODES = {

@@ -91,6 +91,9 @@ class Stack:
     # the kernel set setup builds when the wheelhouse holds none yet (a [kernels] recipe's
     # narrower set, e.g. spconv's 3d; "" = each recipe's default); --kernels overrides it
     kernels: str = ""
+    # the checkout's entry scripts (train.py, ...), each run with --help in the venv by the
+    # model stage: the checkout's own code loads (cuforge.discovery.entry finds them)
+    entry_scripts: tuple[str, ...] = ()
 
 
 def available_stacks(project: Project) -> list[str]:
@@ -144,7 +147,8 @@ def load_stack(project: Project, name: str) -> Stack:
                  requirements_file=head.get("requirements_file", ""), requirements=tuple(reqs),
                  title=head.get("title", head.get("name", name)), repo=head.get("repo", ""),
                  checkout_marker=head.get("checkout_marker", ""),
-                 kernels=head.get("kernels", ""))
+                 kernels=head.get("kernels", ""),
+                 entry_scripts=tuple(head.get("entry_scripts", ())))
 
 
 def env_file_text(stack: Stack) -> str:

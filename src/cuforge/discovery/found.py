@@ -17,12 +17,10 @@ from packaging.utils import canonicalize_name
 from cuforge.config.arches import ArchRule
 from cuforge.config.recipes import BuildKind, Recipe, Source
 from cuforge.config.stacks import Stack
+from cuforge.discovery.entry import entry_scripts
+from cuforge.discovery.requirements import Declared
 from cuforge.discovery.scan import Discovery, FoundExtension
 from cuforge.pipeline.fingerprint import tree_digest
-
-# requirements files a research checkout keeps its Python requirements in, in the order tried
-REQUIREMENTS_FILES = ("requirements.txt", "requirements/requirements.txt")
-
 
 def checkout_label(root: Path) -> str:
     """The checkout's name in recipe names: its folder's, as a package name would write it.
@@ -38,21 +36,25 @@ def variant(tree: Path) -> str:
     return f"src{tree_digest(tree)[:8]}"
 
 
-def recipe_for(ext: FoundExtension, label: str) -> Recipe:
-    """The in-memory recipe of one found extension (no smoke script: it has none of ours)."""
+def recipe_for(ext: FoundExtension, label: str, fixes: tuple[str, ...] = ()) -> Recipe:
+    """The in-memory recipe of one found extension (no smoke script: it has none of ours);
+    ``fixes``: the field fixes (patch sets) its tree needs."""
     dist = canonicalize_name(ext.build.name)
     return Recipe(name=f"{dist}@{label}", kind=ext.build.kind or BuildKind.SETUPTOOLS,
                   source=Source(path=str(ext.tree), checkout=str(ext.folder)),
                   modules=ext.build.modules or (dist.replace("-", "_"),),
-                  arches=ArchRule(), variant=variant(ext.tree))
+                  arches=ArchRule(), variant=variant(ext.tree), patches=fixes)
 
 
-def discovered_stack(seen: Discovery, recipes: list[Recipe]) -> Stack:
-    """A stack of the found extensions: all optional (a checkout may vendor one it never
-    imports), no patch set, the checkout's requirements.txt where it has one."""
-    label = checkout_label(seen.root)
-    requirements = next((name for name in REQUIREMENTS_FILES if (seen.root / name).is_file()), "")
-    return Stack(name=label, description=f"the torch extensions found in {seen.root}",
-                 packages=(), patch_set="", env=(), checkout_model="",
-                 file=Path("(discovery)"), optional=tuple(r.name for r in recipes),
-                 requirements_file=requirements, title=seen.root.name)
+def discovered_stack(seen: Discovery, recipes: list[Recipe], declared: Declared) -> Stack:
+    """A stack of the found extensions: those the checkout's own build builds are required,
+    a commented-out one optional; no patch set; the requirements the checkout declares; its
+    entry scripts."""
+    live = tuple(r.name for r, ext in zip(recipes, seen.found)
+                 if any(not c.commented for c in ext.build.calls))
+    return Stack(name=checkout_label(seen.root),
+                 description=f"the torch extensions found in {seen.root}", packages=live,
+                 patch_set="", env=(), checkout_model="", file=Path("(discovery)"),
+                 optional=tuple(r.name for r in recipes if r.name not in live),
+                 requirements=declared.requirements, title=seen.root.name,
+                 entry_scripts=entry_scripts(seen.root))

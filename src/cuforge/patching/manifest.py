@@ -9,9 +9,9 @@ The manifest format (see ``docs/patches.md``)::
     [[patch]]
     id = "tetra-force-abi-header"      # unique within the set
     kind = "insert_file"               # replace_text | insert_include | insert_file | replace_function
-                                       # | rename_attribute
+                                       # | rename_attribute | include_where_used | replace_pattern
     file = "submodules/tetra_triangulation/src/force_abi.h"   # relative to the patched tree
-    # files = "**/*.py"                # rename_attribute: a glob; every file that uses it
+    # files = "**/*.py"                # the glob kinds: every file it concerns (GLOB_KINDS)
     payload = "payload/force_abi.h"    # relative to the patch set directory
     why = "..."                        # required: a note for people
     optional = false                   # true: a missing target is "not needed", not drift
@@ -20,6 +20,7 @@ The manifest format (see ``docs/patches.md``)::
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,11 @@ from cuforge.core.tomlfile import read_toml
 from cuforge.patching.model import Operation, Patch, PatchSet
 from cuforge.patching.pyattr import RenameAttribute
 from cuforge.patching.pyfunc import ReplaceFunction
-from cuforge.patching.textops import InsertFile, InsertInclude, ReplaceText, Variant
+from cuforge.patching.textops import (IncludeWhereUsed, InsertFile, InsertInclude,
+                                      ReplacePattern, ReplaceText, Variant)
+
+# kinds that name a glob (``files``) and find the files they concern themselves
+GLOB_KINDS = ("rename_attribute", "include_where_used", "replace_pattern")
 
 MANIFEST = "patch.toml"
 
@@ -127,6 +132,15 @@ def _operation(directory: Path, table: dict[str, Any], where: str) -> Operation:
             note=_text(table, "note", where),
             after=table.get("after"),
         )
+    if kind == "include_where_used":
+        uses = _text(table, "uses", where)
+        _regex(uses, "uses", where)
+        return IncludeWhereUsed(include=_text(table, "include", where),
+                                note=_text(table, "note", where), uses=uses)
+    if kind == "replace_pattern":
+        pattern, replace = _text(table, "pattern", where), _text(table, "replace", where)
+        _regex(pattern, "pattern", where)
+        return ReplacePattern(pattern, replace)
     if kind == "insert_file":
         return InsertFile(_payload(directory, table, where))
     if kind == "replace_function":
@@ -146,8 +160,16 @@ def _operation(directory: Path, table: dict[str, Any], where: str) -> Operation:
                                _text(table, "new", where), note)
     raise ConfigError(
         f"{where}: unknown kind {kind!r}",
-        hint="use replace_text, insert_include, insert_file, replace_function or rename_attribute",
+        hint="use replace_text, insert_include, insert_file, replace_function, rename_attribute, "
+             "include_where_used or replace_pattern",
     )
+
+
+def _regex(text: str, key: str, where: str) -> None:
+    try:
+        re.compile(text)
+    except re.error as err:
+        raise ConfigError(f"{where}: '{key}' is not a regular expression: {err}") from None
 
 
 def check_target(file: str, key: str, where: str) -> None:
@@ -161,7 +183,7 @@ def _patch(directory: Path, table: dict[str, Any], index: int) -> Patch:
     where = f"{directory / MANIFEST} patch {index + 1}"
     patch_id = _text(table, "id", where)
     where = f"{directory / MANIFEST} patch {patch_id!r}"
-    is_glob = table.get("kind") == "rename_attribute"
+    is_glob = table.get("kind") in GLOB_KINDS
     key = "files" if is_glob else "file"
     file = _text(table, key, where)
     check_target(file, key, where)

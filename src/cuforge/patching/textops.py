@@ -9,6 +9,7 @@ line-end style, so a CRLF checkout patches like an LF one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from cuforge.core.errors import PatchError
@@ -193,3 +194,72 @@ class InsertFile:
 
     def expected(self) -> str:
         return "no file there yet (cuforge adds it)"
+
+
+@dataclass(frozen=True)
+class IncludeWhereUsed(InsertInclude):
+    """A field fix over a glob (``files``): ``include`` inserted at the top of every file that
+    uses what it declares (``uses``, a regular expression) without including it, such as
+    ``uint32_t`` without ``<cstdint>`` (GCC 13 stopped including it through other headers)."""
+
+    uses: str = ""
+    kind: str = "include_where_used"
+
+    def concerns(self, text: str | None) -> bool:
+        if text is None:
+            return False
+        lines = [_bare(line) for line in text.splitlines()]
+        if self.line in lines:
+            return True
+        already = any(line.startswith(self.include) for line in lines)
+        return not already and re.search(self.uses, text) is not None
+
+    def expected(self) -> str:
+        return f"a file that uses {self.uses!r} without {self.include!r}"
+
+
+@dataclass(frozen=True)
+class ReplacePattern:
+    """A field fix over a glob (``files``): every match of ``pattern`` (a regular expression,
+    multi-line) replaced by ``replace`` (``\\1`` for its groups); a second run finds it applied
+    by the replacement's ``cuforge:`` note, or by its own text where it has none. Field
+    fixes patch build copies only, so the edit is not reversible (a checkout is patched by its
+    stack's own sets)."""
+
+    pattern: str
+    replace: str
+    kind: str = "replace_pattern"
+
+    @property
+    def marker(self) -> str:
+        """What shows the edit made: its ``cuforge:`` note, else the replacement's own text
+        (groups left out: ``-std=c++17\\1`` -> ``-std=c++17``)."""
+        at = self.replace.find("cuforge:")
+        if at >= 0:
+            return self.replace[at:].splitlines()[0]
+        return re.sub(r"\\\d", "", self.replace).strip()
+
+    def concerns(self, text: str | None) -> bool:
+        return text is not None and (re.search(self.pattern, text, re.MULTILINE) is not None
+                                     or bool(self.marker) and self.marker in text)
+
+    def probe(self, text: str | None) -> PatchProbe:
+        if text is None:
+            return PatchProbe(PatchStatus.MISSING, "the file does not exist")
+        found = re.findall(self.pattern, text, re.MULTILINE)
+        if found:
+            return PatchProbe(PatchStatus.NOT_APPLIED, f"{len(found)} match(es) of {self.pattern!r}")
+        if self.marker and self.marker in text:
+            return PatchProbe(PatchStatus.APPLIED)
+        return PatchProbe(PatchStatus.NOT_NEEDED, f"nothing matches {self.pattern!r}")
+
+    def forward(self, text: str | None) -> str:
+        assert text is not None
+        return re.sub(self.pattern, self.replace, text, flags=re.MULTILINE)
+
+    def reverse(self, text: str) -> str | None:
+        raise PatchError(f"{self.kind} edits build copies only and cannot be reverted",
+                         hint="fetch the tree again (cuforge build --rebuild)")
+
+    def expected(self) -> str:
+        return f"a match of {self.pattern!r}"

@@ -66,7 +66,8 @@ def publish(ctx: BuildContext, pkg: PackagePlan, made: Made, log: Path, started:
         if how is Status.COMPILED else {},
         runtime_installed=ctx.state.runtime.get(upstream, []),   # keyed before pinning
         cccl=ctx.combo_env.toolkit.cccl if how is Status.COMPILED else "",
-        floor=floor.to_dict() if floor else {})
+        floor=floor.to_dict() if floor else {},
+        patches=list(recipe.patches) if how is Status.COMPILED else [])
     if runner.stopping():   # interrupted while this thread verified: publish nothing
         raise BuildError(f"{recipe.name}: interrupted before it was published")
     entry = ctx.house.publish(wheel, entry)

@@ -83,6 +83,7 @@ class Entry:
     requires: list[str] = field(default_factory=list)    # its Requires-Dist as published
     cccl: str = ""                     # the CCCL (CUB/Thrust) version its compiles saw
     floor: dict = field(default_factory=dict)   # the C library it needs (verify.floor): text, tag, why, ...
+    patches: list[str] = field(default_factory=list)   # the patch sets its source got (field fixes too)
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def __post_init__(self) -> None:   # a line read back: a Status, and CheckResults (older

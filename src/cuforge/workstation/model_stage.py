@@ -13,9 +13,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from cuforge.verify.report import verdict_line
+from cuforge.core.errors import ConfigError
+from cuforge.discovery.entry import missing_module
+from cuforge.verify._proc import run_python
+from cuforge.verify.report import CheckResult, verdict_line
 from cuforge.core.project import Project
-from cuforge.workstation.decision import Setup, installable
+from cuforge.workstation.decision import Setup, checkout_requirements, installable
+
+ENTRY_TIMEOUT = 180   # seconds for one `SCRIPT --help`: imports only, but torch's among them
 
 
 @contextmanager
@@ -62,13 +67,13 @@ print("CUFORGE-GPU", json.dumps(torch.cuda.get_device_name(0) if gpu else None),
 def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
                 checkout: Path) -> bool:
     """In the venv, with the stack's variables: import torch and every wheel's modules in one
-    process (and ask it for a GPU), then, when there is one, the stack's ``checkout_model``
-    script on ``checkout`` (the user's own model code: PTv3, MILo's renderer)."""
+    process (and ask it for a GPU), the stack's entry scripts with ``--help``, then, when there
+    is a GPU, the stack's ``checkout_model`` script on ``checkout`` (the user's own model code:
+    PTv3, MILo's renderer)."""
 
     from cuforge.verify import check_host
-    from cuforge.verify._proc import run_python
     from cuforge.verify.importer import LOAD_MODULE, MARK, interpret
-    from cuforge.verify.report import CheckResult, CheckStatus
+    from cuforge.verify.report import CheckStatus
     from cuforge.verify.smoke import run_smoke
     modules = stack_modules(p)
     runs_with = dict(p.target.step_env())   # what the venv's Python needs (emulation)
@@ -83,6 +88,8 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
                    CheckResult("import", "pass", f"torch + {len(modules)} modules together")}
         gpu = next((json.loads(ln.split(" ", 1)[1]) for ln in outcome.stdout.splitlines()
                     if ln.startswith("CUFORGE-GPU ")), None)
+        if p.stack.entry_scripts and not imported.failed:
+            results["entry points"] = entry_points(python, p, checkout, runs_with)
         if not p.stack.checkout_model or imported.failed:
             pass
         elif gpu is None:
@@ -102,3 +109,43 @@ def model_stage(project: Project, python: Path, p: Setup, out: Console, *,
     if ran is not None and ran.status is CheckStatus.PASS:     # what it compared, with the numbers
         out.print(Text(f"checkout model: {ran.detail}"))
     return not failed
+
+
+def entry_points(python: Path, p: Setup, checkout: Path, env: dict[str, str]) -> CheckResult:
+    """Each of the stack's entry scripts run as ``python SCRIPT --help`` in ``checkout``; a
+    failure names the import that failed and what should have provided it."""
+    loaded, failures = [], []
+    for script in p.stack.entry_scripts:
+        ran = run_python(python, [script, "--help"], cwd=checkout, env=env, timeout=ENTRY_TIMEOUT)
+        if ran.timed_out:
+            failures.append(f"{script} --help: no answer in {ENTRY_TIMEOUT} s")
+        elif ran.returncode == 0:
+            loaded.append(script)
+        else:
+            failures.append(f"{script} --help: {_why_not(ran.stderr, p, checkout)}")
+    if failures:
+        return CheckResult("entry points", "fail", "\n".join(failures))
+    return CheckResult("entry points", "pass", f"{', '.join(loaded)} load (--help)")
+
+
+def _why_not(stderr: str, p: Setup, checkout: Path) -> str:
+    """The failed import and what is behind it: one of the stack's wheels, a requirement
+    line, or nothing the checkout declares; else the error's last line."""
+    module = missing_module(stderr)
+    if not module:
+        lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+        return lines[-1] if lines else "failed with no message"
+    for recipe in p.recipes:
+        if module in {m.split(".")[0] for m in recipe.modules}:
+            return (f"`import {module}` failed: the extension {recipe.name} "
+                    f"({recipe.source.checkout or recipe.source.describe()}) is not importable")
+    try:
+        declared = checkout_requirements(p.stack, checkout)
+    except ConfigError:
+        declared = []
+    for req in declared:
+        if req.name.replace("-", "_") == module.lower().replace("-", "_"):
+            return f"`import {module}` failed: {req.source} `{req.spec}` did not install"
+    return (f"`import {module}` failed: neither the checkout's requirements nor its "
+            f"extensions provide {module} (add it to the checkout's requirements, or "
+            "`pip install` it in the venv)")

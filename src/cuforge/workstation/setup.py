@@ -187,7 +187,9 @@ def print_setup(project: Project, req: SetupRequest, p: Setup, out: Console) -> 
                        "patch set)"))
     out.print(Text(f"5. {env_file(req.venv, p.stack.name)}:"))
     out.print(Text(env_file_text(p.stack).rstrip(), style="dim"), soft_wrap=True)  # copyable
-    out.print(Text(f"6. model stage: import {', '.join(names)} together, then "
+    scripts = (f"{', '.join(p.stack.entry_scripts)} with --help, then "
+               if p.stack.entry_scripts else "")
+    out.print(Text(f"6. model stage: import {', '.join(names)} together, then {scripts}"
                    + (f"{p.stack.checkout_model} {req.checkout}" if p.stack.checkout_model
                       else "no model check")))
 

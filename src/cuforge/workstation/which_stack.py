@@ -5,8 +5,8 @@ recipes the project then carries, so every later step reads them as it reads rec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
 
 from rich.console import Console
 from rich.text import Text
@@ -15,7 +15,9 @@ from cuforge.config.recipes import Recipe
 from cuforge.config.stacks import Stack, available_stacks, load_stack
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
+from cuforge.discovery.fixes import FieldFix, field_fixes
 from cuforge.discovery.found import checkout_label, discovered_stack, recipe_for
+from cuforge.discovery.requirements import declared
 from cuforge.discovery.scan import Discovery, discover
 
 
@@ -28,6 +30,8 @@ class Served:
     why: str                          # "named", "milo/ is in the checkout", "discovered"
     discovery: Discovery | None = None
     recipes: tuple[Recipe, ...] = ()  # the discovered ones
+    requirements_left_out: tuple[str, ...] = ()   # declared lines that are not requirements
+    fixes: dict[PurePosixPath, list[FieldFix]] = field(default_factory=dict)   # per folder
 
 
 def serve(project: Project, name: str, checkout: Path) -> Served:
@@ -50,13 +54,13 @@ def serve(project: Project, name: str, checkout: Path) -> Served:
                           hint="pass --checkout the root of a clone that vendors its CUDA "
                                "extensions, or name a stack: " + ", ".join(available_stacks(project)))
     label = checkout_label(checkout)
-    recipes = tuple(recipe_for(ext, label) for ext in seen.found)
-    live = tuple(r.name for r, ext in zip(recipes, seen.found)
-                 if any(not c.commented for c in ext.build.calls))
-    stack = discovered_stack(seen, list(recipes))
-    stack = replace(stack, packages=live, optional=tuple(r.name for r in recipes
-                                                         if r.name not in live))
-    return Served(replace(project, discovered=recipes), stack, "discovered", seen, recipes)
+    fixes = {ext.folder: field_fixes(project.patches_dir, ext.tree) for ext in seen.found}
+    recipes = tuple(recipe_for(ext, label, tuple(f.name for f in fixes[ext.folder]))
+                    for ext in seen.found)
+    wants = declared(checkout, {str(ext.folder) for ext in seen.found})
+    stack = discovered_stack(seen, list(recipes), wants)
+    return Served(replace(project, discovered=recipes), stack, "discovered", seen, recipes,
+                  wants.left_out, fixes)
 
 
 def print_discovery(served: Served, out: Console) -> None:
@@ -77,8 +81,16 @@ def print_discovery(served: Served, out: Console) -> None:
         out.print(Text(f"  {recipe.name}: {ext.folder} ({ext.build.kind}{origin}){role}"),
                   soft_wrap=True)
         out.print(Text(f"    why: {ext.why()}", style="dim"), soft_wrap=True)
+        for fix in served.fixes.get(ext.folder, ()):
+            out.print(Text(f"    fix: {fix.name} ({fix.description.removeprefix('Field fix: ')}"
+                           f"): {', '.join(fix.files)}", style="yellow"), soft_wrap=True)
     for sub in seen.submodules:
         out.print(Text(f"  submodule {sub.text()}"), soft_wrap=True)
+    if served.stack.entry_scripts:
+        out.print(Text(f"  entry scripts (run with --help by the model stage): "
+                       f"{', '.join(served.stack.entry_scripts)}"), soft_wrap=True)
+    for line in served.requirements_left_out:
+        out.print(Text(f"  not a requirement: {line}", style="dim"), soft_wrap=True)
     for left in seen.left_out:
         out.print(Text(f"  left out: {left.folder} ({left.reason})", style="dim"), soft_wrap=True)
 
@@ -92,6 +104,8 @@ def discovery_report(served: Served) -> dict:
             "discovered": [{"name": r.name, "folder": str(ext.folder), "kind": str(ext.build.kind),
                             "why": [c.text() for c in ext.build.calls],
                             "submodule": ext.submodule.url if ext.submodule else None,
+                            "fixes": [f.name for f in served.fixes.get(ext.folder, ())],
                             "required": r.name in served.stack.packages}
                            for ext, r in zip(seen.found, served.recipes)],
-            "left_out": [{"folder": str(x.folder), "reason": x.reason} for x in seen.left_out]}
+            "left_out": [{"folder": str(x.folder), "reason": x.reason} for x in seen.left_out],
+            "entry_scripts": list(served.stack.entry_scripts)}
