@@ -1,5 +1,5 @@
 """invoke tasks for the workstation: build, build-env, matrix, shell, verify, doctor, setup,
-mesh-convert, patch-milo, patch-pointcept, index, resolve, ci-matrix, ci-workflow.
+stack-new, mesh-convert, patch-milo, patch-pointcept, index, resolve, ci-matrix, ci-workflow.
 
 Each task is a ``cuforge`` command, and its options are read from the CLI's own parser
 (``cuforge.cli.parser.command_options``): a flag exists in both or in neither. ``invoke --help X``
@@ -135,6 +135,10 @@ ns = Collection(
              "Builds/installs the stack's wheels (any other checkout: the torch extensions "
              "found in it), patches the checkout, writes its env vars into the venv's "
              "activation, and runs the model check.", positional={"stack": "stack"}),
+    cli_task("stack-new", "stack", "Write stacks/NAME.toml from what discovery finds in a "
+             "checkout (`invoke stack-new --checkout ~/gaussian-splatting`): its extensions, "
+             "field fixes, requirements and entry scripts.", fixed=("new",),
+             positional={"checkout": "checkout"}),
     cli_task("mesh-convert", "mesh-convert", "Clean a mesh and write PLY + OBJ + GLB (needs "
              "the mesh extra: pip install 'cuforge[mesh]')."),
     cli_task("patch-milo", "patch", "Apply cuforge's runtime patches to a MILo checkout "

@@ -41,17 +41,20 @@ def project(tmp_path: Path) -> Path:
     (proj / "envs" / "combos.toml").write_text(
         '[[combo]]\npython = "3.11"\naccel = "cu130"\ntorch = "2.14.1"\nname = "field"\n'
         f'interpreter = "{torch_python()}"\narches = "12.0"\n')
-    for folder in ("stacks", "recipes", "patches"):   # a MILo checkout still gets its stack
+    for folder in ("recipes", "patches"):   # a MILo checkout still gets its stack
         (proj / folder).symlink_to(REPO / folder)
+    shutil.copytree(REPO / "stacks", proj / "stacks")   # stack new writes here
     return proj
 
 
-def cuforge(proj: Path, *args: str, wheelhouse: Path | None = None) -> subprocess.CompletedProcess:
+def cuforge(proj: Path, *args: str, wheelhouse: Path | None = None,
+            combo: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "CUFORGE_ROOT": str(proj), "CUFORGE_STATE": str(proj / ".state"),
            "CUFORGE_WHEELHOUSE": str(wheelhouse or proj / "wh"), "COLUMNS": "200",
            "CUFORGE_CACHE": "off"}
     env.pop("CUFORGE_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "cuforge", *args, "--combo", "field"],
+    return subprocess.run([sys.executable, "-m", "cuforge", *args,
+                           *(("--combo", "field") if combo else ())],
                           capture_output=True,
                           text=True, env=env, cwd=proj, timeout=900)
 
@@ -93,6 +96,25 @@ def test_dry_run_lists_each_extension_why_and_each_folder_left_out(project, tmp_
     assert doc["discovered"][0]["why"] == [
         f"{RASTERIZER}/setup.py:13 CUDAExtension(diff_gaussian_rasterization._C)"]
     assert {"folder": ".venv", "reason": "a virtual environment (pyvenv.cfg)"} in doc["left_out"]
+
+
+def test_stack_new_writes_what_discovery_found_and_setup_plans_the_same_build(project, tmp_path):
+    checkout = gaussian_splatting(tmp_path)
+    discovered = json.loads(cuforge(project, "setup", "--checkout", str(checkout), "--dry-run",
+                                    "--json").stdout)
+    wrote = cuforge(project, "stack", "new", str(checkout), combo=False)
+    assert wrote.returncode == 0, wrote.stderr
+    text = (project / "stacks" / "gaussian-splatting.toml").read_text()
+    assert 'folder = "submodules/diff-gaussian-rasterization"' in text
+    assert 'fixes = ["field-cstdint"]' in text and 'entry_scripts = ["render.py", "train.py"]' in text
+    assert 'spec = "plyfile"' in text and "submodules/simple-knn\"" not in text.split("[[requirement]]", 1)[1]
+    again = cuforge(project, "stack", "new", str(checkout), combo=False)
+    assert again.returncode == 2 and "exists" in again.stderr and "--force" in again.stderr
+    named = json.loads(cuforge(project, "setup", "gaussian-splatting", "--checkout",
+                               str(checkout), "--dry-run", "--json").stdout)
+    for key in ("wheels", "required", "to_build"):
+        assert named[key] == discovered[key], key
+    assert named["stack_from"].startswith("the gaussian-splatting stack (gaussian-splatting.toml")
 
 
 def test_a_known_stack_checkout_gets_its_stack_and_an_empty_one_is_refused(project, tmp_path):

@@ -3,6 +3,7 @@ layer below (``BuildRequest``, ``SetupRequest``, a combo), which does the work."
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from cuforge.config.arches import ArchPolicy
@@ -197,6 +198,16 @@ def cmd_setup(args) -> int:
                        index=IndexOptions(tuple(d.expanduser().resolve() for d in args.find_links),
                                           args.no_index))
     return setup(_project(args), req)
+
+
+def cmd_stack(args) -> int:
+    from cuforge.workstation.which_stack import write_stack
+    project = _project(args)
+    checkout = args.checkout.expanduser().resolve()
+    path = write_stack(project, checkout, args.name, force=args.force)
+    print(f"wrote {path}: `cuforge setup {path.stem} --checkout {checkout}` builds from it",
+          file=sys.stderr)
+    return 0
 
 
 def cmd_mesh_convert(args) -> int:

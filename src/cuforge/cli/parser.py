@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cuforge.cli.commands import (DEFAULT_ACCEL, DEFAULT_PYTHON, cmd_build, cmd_ci, cmd_clean, cmd_doctor, cmd_emulation,
                                   cmd_index, cmd_matrix, cmd_mesh_convert, cmd_patch, cmd_resolve,
-                                  cmd_setup, cmd_shell, cmd_verify)
+                                  cmd_setup, cmd_shell, cmd_stack, cmd_verify)
 from cuforge.config.arches import ArchPolicy
 from cuforge.core.errors import (CLOSED_PIPE, INTERRUPTED, MissingWheelError, WheelhouseError,
                                  exit_code_table)
@@ -198,6 +198,16 @@ def make_parser() -> argparse.ArgumentParser:
     _wheelhouse_arg(st)
     _json_arg(st, "setup")
     st.set_defaults(func=cmd_setup)
+
+    sk = sub.add_parser("stack", parents=[common],
+                        help="write stacks/NAME.toml from what discovery finds in a checkout "
+                             "(its extensions, field fixes, requirements, entry scripts)")
+    sk.add_argument("action", choices=["new"], help="new: write the stack file")
+    sk.add_argument("checkout", type=Path, help="the checkout to read")
+    sk.add_argument("--name", default="", help="the stack's name (default: the checkout "
+                    "folder's, as a package name)")
+    sk.add_argument("--force", action="store_true", help="overwrite an existing stack file")
+    sk.set_defaults(func=cmd_stack)
 
     mc = sub.add_parser("mesh-convert", parents=[common],
                         help="MILo's PLY mesh -> cleaned PLY, OBJ and GLB (the mesh extra)")

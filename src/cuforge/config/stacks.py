@@ -69,10 +69,24 @@ class EnvVar:
 
 
 @dataclass(frozen=True)
+class CheckoutPackage:
+    """A ``[[package]]`` of a stack written by ``cuforge stack new``: a torch extension that
+    lives in the checkout (discovery found it there), built as an in-memory recipe from that
+    folder with its field fixes, like a discovered one."""
+
+    name: str                    # its distribution name (the recipe is NAME@STACK)
+    folder: str                  # relative to the checkout
+    kind: str = "setuptools"
+    modules: tuple[str, ...] = ()
+    fixes: tuple[str, ...] = ()  # patches/field-* sets
+    required: bool = True
+
+
+@dataclass(frozen=True)
 class Stack:
     name: str
     description: str
-    packages: tuple[str, ...]
+    packages: tuple[str, ...]    # recipes' names (a stack of [[package]]s: filled in by setup)
     patch_set: str
     env: tuple[EnvVar, ...]
     checkout_model: str       # run by setup as `SCRIPT CHECKOUT` ("" = none; path from the root)
@@ -94,6 +108,8 @@ class Stack:
     # the checkout's entry scripts (train.py, ...), each run with --help in the venv by the
     # model stage: the checkout's own code loads (cuforge.discovery.entry finds them)
     entry_scripts: tuple[str, ...] = ()
+    # the extensions that live in the checkout ([[package]], written by `cuforge stack new`)
+    checkout_packages: tuple[CheckoutPackage, ...] = ()
 
 
 def available_stacks(project: Project) -> list[str]:
@@ -123,8 +139,10 @@ def load_stack(project: Project, name: str) -> Stack:
         env.append(EnvVar(name_, str(row["value"]), why, str(row.get("passed", "")),
                           str(row.get("value_if_passed", "")),
                           " ".join(str(row.get("why_if_passed", "")).split())))
-    if not head.get("packages"):
-        raise ConfigError(f"{path}: [stack] lists no packages")
+    here = tuple(_checkout_package(row, path) for row in data.get("package", []))
+    if not head.get("packages") and not here:
+        raise ConfigError(f"{path}: [stack] lists no packages (and no [[package]] of the "
+                          "checkout)")
     if "model_check" in head:
         raise ConfigError(f"{path}: [stack] model_check was split in two",
                           hint="checkout_model = the script setup runs on the user's checkout "
@@ -141,14 +159,32 @@ def load_stack(project: Project, name: str) -> Stack:
         raise ConfigError(f"{path}: [stack] requirements_file and [[requirement]] both given",
                           hint="one source of requirements per stack")
     return Stack(name=head.get("name", name), description=head.get("description", ""),
-                 packages=tuple(head["packages"]), patch_set=head.get("patch_set", ""),
+                 packages=tuple(head.get("packages", ())), patch_set=head.get("patch_set", ""),
                  env=tuple(env), checkout_model=head.get("checkout_model", ""), file=path,
                  optional=tuple(head.get("optional", ())), miniature=head.get("miniature", ""),
                  requirements_file=head.get("requirements_file", ""), requirements=tuple(reqs),
                  title=head.get("title", head.get("name", name)), repo=head.get("repo", ""),
                  checkout_marker=head.get("checkout_marker", ""),
                  kernels=head.get("kernels", ""),
-                 entry_scripts=tuple(head.get("entry_scripts", ())))
+                 entry_scripts=tuple(head.get("entry_scripts", ())), checkout_packages=here)
+
+
+_PACKAGE_KEYS = {"name", "folder", "kind", "modules", "fixes", "required"}
+
+
+def _checkout_package(row: dict, path: Path) -> CheckoutPackage:
+    unknown = set(row) - _PACKAGE_KEYS
+    if unknown or not row.get("name") or not row.get("folder"):
+        raise ConfigError(f"{path}: every [[package]] needs name and folder (may have: "
+                          f"{', '.join(sorted(_PACKAGE_KEYS))}); got {row!r}",
+                          hint="`cuforge stack new CHECKOUT` writes them from what it finds")
+    folder = str(row["folder"])
+    if Path(folder).is_absolute() or ".." in Path(folder).parts:
+        raise ConfigError(f"{path}: [[package]] {row['name']}: folder must be inside the "
+                          f"checkout, got {folder!r}")
+    return CheckoutPackage(str(row["name"]), folder, str(row.get("kind", "setuptools")),
+                           tuple(row.get("modules", ())), tuple(row.get("fixes", ())),
+                           bool(row.get("required", True)))
 
 
 def env_file_text(stack: Stack) -> str:

@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 
 from cuforge.config.arches import ArchRule
 from cuforge.config.recipes import BuildKind, Recipe, Source
-from cuforge.config.stacks import Stack
+from cuforge.config.stacks import CheckoutPackage, Stack
 from cuforge.discovery.entry import entry_scripts
 from cuforge.discovery.requirements import Declared
 from cuforge.discovery.scan import Discovery, FoundExtension
@@ -44,6 +44,15 @@ def recipe_for(ext: FoundExtension, label: str, fixes: tuple[str, ...] = ()) -> 
                   source=Source(path=str(ext.tree), checkout=str(ext.folder)),
                   modules=ext.build.modules or (dist.replace("-", "_"),),
                   arches=ArchRule(), variant=variant(ext.tree), patches=fixes)
+
+
+def recipe_from_package(pkg: CheckoutPackage, tree: Path, stack: str) -> Recipe:
+    """The in-memory recipe of a stack file's ``[[package]]`` (its folder's files at ``tree``)."""
+    dist = canonicalize_name(pkg.name)
+    return Recipe(name=f"{dist}@{stack}", kind=BuildKind(pkg.kind),
+                  source=Source(path=str(tree), checkout=pkg.folder),
+                  modules=pkg.modules or (dist.replace("-", "_"),), arches=ArchRule(),
+                  variant=variant(tree), patches=pkg.fixes)
 
 
 def discovered_stack(seen: Discovery, recipes: list[Recipe], declared: Declared) -> Stack:

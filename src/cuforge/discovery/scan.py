@@ -88,3 +88,13 @@ def _left_out(folder: Path) -> str:
         if fnmatch.fnmatch(folder.name, pattern):
             return reason
     return ""
+
+
+def tree_of(root: Path, folder: str, cache_dir: Path) -> Path:
+    """Where the files of ``folder`` (relative to ``root``) are: in the checkout, or in the
+    fetched tree of the not-checked-out submodule that holds it."""
+    inside = PurePosixPath(folder)
+    for sub in list_submodules(root):
+        if not sub.checked_out and (inside == sub.path or sub.path in inside.parents):
+            return fetched_tree(sub, cache_dir, root) / inside.relative_to(sub.path)
+    return root / folder

@@ -51,6 +51,9 @@ def source_lines(recipes: tuple[Recipe, ...], checkout: UserCheckout, *, pinned:
             elif found is not None:
                 lines.append(f"{label}: pinned {source.describe()} (your checkout has no "
                              f"{source.subdir})")
+            elif source.path and source.checkout:   # a folder of the checkout (a stack file's)
+                lines.append(f"{label}: from your checkout: {source.checkout} @ "
+                             f"{revision(checkout.root, Path(source.path))}")
             elif source.path:   # cuforge's own tree (native/)
                 lines.append(f"{label}: cuforge's {source.path}")
             elif source.describe():

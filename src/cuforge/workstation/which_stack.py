@@ -16,9 +16,11 @@ from cuforge.config.stacks import Stack, available_stacks, load_stack
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
 from cuforge.discovery.fixes import FieldFix, field_fixes
-from cuforge.discovery.found import checkout_label, discovered_stack, recipe_for
+from cuforge.discovery.found import (checkout_label, discovered_stack, recipe_for,
+                                     recipe_from_package)
 from cuforge.discovery.requirements import declared
-from cuforge.discovery.scan import Discovery, discover
+from cuforge.discovery.scan import Discovery, discover, tree_of
+from cuforge.discovery.stackfile import stack_text
 
 
 @dataclass(frozen=True)
@@ -37,16 +39,27 @@ class Served:
 def serve(project: Project, name: str, checkout: Path) -> Served:
     """The stack ``name`` (``""``: whichever fits ``checkout``)."""
     if name:
-        return Served(project, load_stack(project, name), "named on the command line")
-    if not checkout.is_dir():
-        raise ConfigError(f"no checkout at {checkout}" if not checkout.exists() else
-                          f"--checkout {checkout} is not a directory",
-                          hint="pass --checkout PATH to the root of your clone")
+        stack = load_stack(project, name)
+        if stack.checkout_packages:   # written by `cuforge stack new`: its folders of the checkout
+            return _from_packages(project, stack, checkout)
+        return Served(project, stack, "named on the command line")
+    _require_dir(checkout)
     for known in available_stacks(project):
         stack = load_stack(project, known)
         if stack.checkout_marker and (checkout / stack.checkout_marker).exists():
             return Served(project, stack, f"a {stack.title} checkout ({stack.checkout_marker} "
                           f"is in it): the {stack.name} stack")
+    return _discovered(project, checkout)
+
+
+def _require_dir(checkout: Path) -> None:
+    if not checkout.is_dir():
+        raise ConfigError(f"no checkout at {checkout}" if not checkout.exists() else
+                          f"--checkout {checkout} is not a directory",
+                          hint="pass --checkout PATH to the root of your clone")
+
+
+def _discovered(project: Project, checkout: Path) -> Served:
     seen = discover(checkout, project.state_dir / "cache")
     if not seen.found:
         raise NothingToDo(f"no torch extension build found in {checkout} (a setup.py calling "
@@ -61,6 +74,50 @@ def serve(project: Project, name: str, checkout: Path) -> Served:
     stack = discovered_stack(seen, list(recipes), wants)
     return Served(replace(project, discovered=recipes), stack, "discovered", seen, recipes,
                   wants.left_out, fixes)
+
+
+def _from_packages(project: Project, stack: Stack, checkout: Path) -> Served:
+    """A stack file's ``[[package]]`` folders of ``checkout`` as in-memory recipes (a folder in
+    a submodule that is not checked out: its fetched tree), as discovery would make them."""
+    _require_dir(checkout)
+    recipes = []
+    for pkg in stack.checkout_packages:
+        tree = tree_of(checkout, pkg.folder, project.state_dir / "cache")
+        if not tree.is_dir():
+            raise ConfigError(f"{stack.file}: [[package]] {pkg.name}: {checkout} has no "
+                              f"{pkg.folder}", hint=f"pass the checkout {stack.file.name} was "
+                              f"written from, or write it again: cuforge stack new {checkout}")
+        recipes.append(recipe_from_package(pkg, tree, stack.name))
+    required = tuple(r.name for r, pkg in zip(recipes, stack.checkout_packages) if pkg.required)
+    served = replace(stack, packages=(*stack.packages, *required),
+                     optional=(*stack.optional, *(r.name for r in recipes
+                                                   if r.name not in required)))
+    return Served(replace(project, discovered=tuple(recipes)), served,
+                  f"the {stack.name} stack ({stack.file.name}: {len(recipes)} folders of the "
+                  "checkout)", recipes=tuple(recipes))
+
+
+def write_stack(project: Project, checkout: Path, name: str = "", *, force: bool = False
+                ) -> Path:
+    """``cuforge stack new``: stacks/NAME.toml from what discovery finds in ``checkout``."""
+    _require_dir(checkout)
+    served = _discovered(project, checkout)
+    assert served.discovery is not None
+    name = name or served.stack.name
+    path = project.stacks_dir / f"{name}.toml"
+    if path.exists() and not force:
+        raise ConfigError(f"{path} exists", hint="pass --force to write it again, or --name "
+                          "another name")
+    required = {str(ext.folder) for ext, r in zip(served.discovery.found, served.recipes)
+                if r.name in served.stack.packages}
+    fixes = {str(folder): [f.name for f in found] for folder, found in served.fixes.items()}
+    text = stack_text(name, served.discovery, fixes, required, served.stack.requirements,
+                      served.stack.entry_scripts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)   # a stack file is whole or absent
+    return path
 
 
 def print_discovery(served: Served, out: Console) -> None:
