@@ -75,6 +75,7 @@ def test_apis_torch_and_cccl_removed_are_renamed(tmp_path):
         void f(at::Tensor x) {
           AT_CHECK(x.is_cuda(), "x must be a CUDA tensor");
           AT_DISPATCH_FLOATING_TYPES(x.type(), "f", [&] {});
+          float *p = x.data<float>();
         }
         """, src__reduce_DOT_cu="""\
         #include <cub/cub.cuh>
@@ -86,7 +87,7 @@ def test_apis_torch_and_cccl_removed_are_renamed(tmp_path):
     ops = (root / "src" / "ops.cpp").read_text()
     assert "THC/THC.h" not in ops and "#include <c10/cuda/CUDAException.h>" in ops
     assert "TORCH_CHECK(" in ops and "AT_CHECK(" not in ops.replace("/* cuforge: AT_CHECK */", "")
-    assert "x.scalar_type()" in ops
+    assert "x.scalar_type()" in ops and "x.data_ptr<float>()" in ops
     reduce = (root / "src" / "reduce.cu").read_text()
     assert "cuda::maximum<>()" in reduce and "#include <cuda/functional>" in reduce
     assert "#include <thrust/execution_policy.h>" in reduce
