@@ -18,10 +18,11 @@ from packaging.utils import canonicalize_name
 
 from cuforge.config.stacks import CheckoutRequirement
 
-# conda packages that are the toolchain or torch itself: the combo provides them
+# conda packages that are the toolchain, torch itself or a system binary (ffmpeg: PyPI's
+# "ffmpeg" is another package): the combo or the system provides them
 _CONDA_ONLY = {"python", "pip", "cudatoolkit", "cudatoolkit-dev", "cuda", "cuda-toolkit",
                "cuda-nvcc", "pytorch", "pytorch-cuda", "pytorch-mutex", "mkl", "blas",
-               "libstdcxx-ng", "libgcc-ng", "ninja", "cmake", "gcc", "gxx"}
+               "libstdcxx-ng", "libgcc-ng", "ninja", "cmake", "gcc", "gxx", "ffmpeg"}
 _HELD = {"torch": "torch is held at the combo's version"}
 
 

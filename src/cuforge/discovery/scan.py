@@ -61,8 +61,8 @@ def discover(root: Path, cache_dir: Path) -> Discovery:
         build = read_folder(disk, str(rel))
         if build is not None and build.kind is not None:
             seen.found.append(FoundExtension(rel, disk, build, sub))
-        elif build is not None and str(rel) != ".":
-            seen.left_out.append(LeftOut(rel, build.why_not))
+        elif build is not None and str(rel) != "." and not _under_left_out(rel, seen):
+            seen.left_out.append(LeftOut(rel, build.why_not))   # the top of its tree only
         for child in sorted((c for c in disk.iterdir() if c.is_dir() and not c.is_symlink()),
                             reverse=True):
             inner = rel / child.name
@@ -76,6 +76,12 @@ def discover(root: Path, cache_dir: Path) -> Discovery:
     seen.found.sort(key=lambda f: str(f.folder))
     seen.left_out.sort(key=lambda f: str(f.folder))
     return seen
+
+
+def _under_left_out(rel: PurePosixPath, seen: Discovery) -> bool:
+    """Whether a folder above ``rel`` was said to build no torch extension (glm's tests under
+    glm: one line, not ten)."""
+    return any(x.folder in rel.parents for x in seen.left_out)
 
 
 def _left_out(folder: Path) -> str:

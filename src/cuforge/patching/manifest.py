@@ -133,10 +133,11 @@ def _operation(directory: Path, table: dict[str, Any], where: str) -> Operation:
             after=table.get("after"),
         )
     if kind == "include_where_used":
-        uses = _text(table, "uses", where)
+        uses, unless = _text(table, "uses", where), str(table.get("unless", ""))
         _regex(uses, "uses", where)
+        _regex(unless, "unless", where)
         return IncludeWhereUsed(include=_text(table, "include", where),
-                                note=_text(table, "note", where), uses=uses)
+                                note=_text(table, "note", where), uses=uses, unless=unless)
     if kind == "replace_pattern":
         pattern, replace = _text(table, "pattern", where), _text(table, "replace", where)
         _regex(pattern, "pattern", where)

@@ -203,6 +203,7 @@ class IncludeWhereUsed(InsertInclude):
     ``uint32_t`` without ``<cstdint>`` (GCC 13 stopped including it through other headers)."""
 
     uses: str = ""
+    unless: str = ""      # a regular expression: an include that declares it too (<stdint.h>)
     kind: str = "include_where_used"
 
     def concerns(self, text: str | None) -> bool:
@@ -211,7 +212,8 @@ class IncludeWhereUsed(InsertInclude):
         lines = [_bare(line) for line in text.splitlines()]
         if self.line in lines:
             return True
-        already = any(line.startswith(self.include) for line in lines)
+        already = any(line.startswith(self.include) for line in lines) or bool(
+            self.unless and re.search(self.unless, text, re.MULTILINE))
         return not already and re.search(self.uses, text) is not None
 
     def expected(self) -> str:
