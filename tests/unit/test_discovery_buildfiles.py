@@ -24,7 +24,7 @@ def test_a_3dgs_rasterizer_is_found_by_its_multi_line_call():
     build = read_folder(FIXTURE / RASTERIZER, RASTERIZER)
     assert build.kind is BuildKind.SETUPTOOLS
     assert build.name == "diff_gaussian_rasterization"
-    assert build.modules == ("diff_gaussian_rasterization",)
+    assert build.modules == ("diff_gaussian_rasterization._C", "diff_gaussian_rasterization")
     assert [c.text() for c in build.calls] == [
         f"{RASTERIZER}/setup.py:13 CUDAExtension(diff_gaussian_rasterization._C)"]
 

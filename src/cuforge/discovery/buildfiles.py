@@ -53,10 +53,12 @@ class FolderBuild:
 
     @property
     def modules(self) -> tuple[str, ...]:
-        """The importable top-level names: the extension modules' and the packages'."""
-        tops = [c.module.split(".")[0] for c in self.calls if c.module and
-                c.call != "CMakeExtension"] + [p.split(".")[0] for p in self.packages]
-        return tuple(dict.fromkeys(t for t in tops if t))
+        """What the import check imports: each compiled extension module the build names
+        (``simple_knn._C``: the package alone may be a namespace that loads no code), then
+        the packages."""
+        names = [c.module for c in self.calls if c.module and c.call != "CMakeExtension"
+                 and not c.commented] + [p.split(".")[0] for p in self.packages]
+        return tuple(dict.fromkeys(n for n in names if n))
 
 
 def read_folder(folder: Path, relative: str) -> FolderBuild | None:
