@@ -57,10 +57,9 @@ def recipe_from_package(pkg: CheckoutPackage, tree: Path, stack: str) -> Recipe:
 
 def discovered_stack(seen: Discovery, recipes: list[Recipe], declared: Declared) -> Stack:
     """A stack of the found extensions: those the checkout's own build builds are required,
-    a commented-out one optional; no patch set; the requirements the checkout declares; its
-    entry scripts."""
-    live = tuple(r.name for r, ext in zip(recipes, seen.found)
-                 if any(not c.commented for c in ext.build.calls))
+    the others optional (``FoundExtension.optional_because``); no patch set; the requirements
+    the checkout declares; its entry scripts."""
+    live = tuple(r.name for r, ext in zip(recipes, seen.found) if not ext.optional_because)
     return Stack(name=checkout_label(seen.root),
                  description=f"the torch extensions found in {seen.root}", packages=live,
                  patch_set="", env=(), checkout_model="", file=Path("(discovery)"),

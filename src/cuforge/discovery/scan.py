@@ -9,6 +9,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from cuforge.config.recipes import BuildKind
 from cuforge.discovery.buildfiles import FolderBuild, read_folder
 from cuforge.discovery.submodules import Submodule, fetched_tree, list_submodules
 
@@ -32,6 +33,16 @@ class FoundExtension:
 
     def why(self) -> str:
         return "; ".join(c.text() for c in self.build.calls)
+
+    @property
+    def optional_because(self) -> str:
+        """Why setup may go on without it ("" = the checkout's own build builds it, so it is
+        required): every call commented out, or a CMake build its setup.py does not run."""
+        if self.build.kind is BuildKind.CMAKE:
+            return "a CMake build the checkout's pip install does not run"
+        if all(c.commented for c in self.build.calls):
+            return "the checkout's own build has it commented out"
+        return ""
 
 
 @dataclass(frozen=True)

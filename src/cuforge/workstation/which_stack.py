@@ -133,8 +133,7 @@ def print_discovery(served: Served, out: Console) -> None:
     for ext, recipe in zip(seen.found, served.recipes):
         origin = (f", git submodule {ext.submodule.url} @ {ext.submodule.commit[:12]} "
                   "(fetched into cuforge's cache)" if ext.submodule else "")
-        role = "" if recipe.name in served.stack.packages else \
-            " (optional: the checkout's own build has it commented out)"
+        role = f" (optional: {ext.optional_because})" if ext.optional_because else ""
         out.print(Text(f"  {recipe.name}: {ext.folder} ({ext.build.kind}{origin}){role}"),
                   soft_wrap=True)
         out.print(Text(f"    why: {ext.why()}", style="dim"), soft_wrap=True)
