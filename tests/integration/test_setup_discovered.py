@@ -243,6 +243,23 @@ def test_a_submodule_not_checked_out_is_fetched_into_the_cache_not_the_checkout(
     assert len(fetched) == 1 and (fetched[0] / "third_party" / "glm" / "glm" / "glm.hpp").is_file()
 
 
+def test_a_checked_out_submodule_missing_its_own_submodule_is_built_with_it(project, tmp_path):
+    clone = two_dgs(tmp_path)
+    git(clone, "-c", "protocol.file.allow=always", "submodule", "update", "--init",
+        "submodules/diff-surfel-rasterization")          # not --recursive: glm stays empty
+    glm = clone / "submodules" / "diff-surfel-rasterization" / "third_party" / "glm"
+    assert glm.is_dir() and not any(glm.iterdir())
+    run = cuforge(project, "setup", "--checkout", str(clone), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    assert ("submodule submodules/diff-surfel-rasterization/third_party/glm: git submodule "
+            "file://") in run.stdout and "(not checked out)" in run.stdout, run.stdout
+    assert "(fetched into cuforge's cache)" not in run.stdout.split("why:")[0]   # in place
+    composed = (project / ".state" / "cache" / "composed" /
+                "2d-gaussian-splatting-submodules-diff-surfel-rasterization")
+    assert (composed / "third_party" / "glm" / "glm" / "glm.hpp").is_file()
+    assert (composed / "setup.py").is_file() and not any(glm.iterdir())
+
+
 def test_offline_the_one_error_names_git_submodule_update(project, tmp_path):
     clone = two_dgs(tmp_path, rasterizer_url=f"file://{tmp_path}/nowhere/diff-surfel.git")
     run = cuforge(project, "setup", "--checkout", str(clone), "--dry-run")

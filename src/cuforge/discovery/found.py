@@ -36,14 +36,16 @@ def variant(tree: Path) -> str:
     return f"src{tree_digest(tree)[:8]}"
 
 
-def recipe_for(ext: FoundExtension, label: str, fixes: tuple[str, ...] = ()) -> Recipe:
-    """The in-memory recipe of one found extension (no smoke script: it has none of ours);
-    ``fixes``: the field fixes (patch sets) its tree needs."""
+def recipe_for(ext: FoundExtension, label: str, tree: Path, fixes: tuple[str, ...] = ()
+               ) -> Recipe:
+    """The in-memory recipe of one found extension, built from ``tree`` (its folder, or that
+    with the submodules fetched into it: ``scan.composed_tree``); no smoke script, as it has
+    none of ours; ``fixes``: the field fixes (patch sets) its tree needs."""
     dist = canonicalize_name(ext.build.name)
     return Recipe(name=f"{dist}@{label}", kind=ext.build.kind or BuildKind.SETUPTOOLS,
-                  source=Source(path=str(ext.tree), checkout=str(ext.folder)),
+                  source=Source(path=str(tree), checkout=str(ext.folder)),
                   modules=ext.build.modules or (dist.replace("-", "_"),),
-                  arches=ArchRule(), variant=variant(ext.tree), patches=fixes)
+                  arches=ArchRule(), variant=variant(tree), patches=fixes)
 
 
 def recipe_from_package(pkg: CheckoutPackage, tree: Path, stack: str) -> Recipe:

@@ -6,12 +6,14 @@ were in place."""
 from __future__ import annotations
 
 import fnmatch
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from cuforge.config.recipes import BuildKind
 from cuforge.discovery.buildfiles import FolderBuild, read_folder
 from cuforge.discovery.submodules import Submodule, fetched_tree, list_submodules
+from cuforge.pipeline.fingerprint import IGNORED
 
 # Folders never walked, and why (the dry run says it); __pycache__ and other dot-folders are
 # left out without a word
@@ -57,6 +59,7 @@ class Discovery:
     found: list[FoundExtension] = field(default_factory=list)
     left_out: list[LeftOut] = field(default_factory=list)
     submodules: list[Submodule] = field(default_factory=list)
+    fetched: dict[PurePosixPath, Path] = field(default_factory=dict)   # submodule -> its tree
 
 
 def discover(root: Path, cache_dir: Path) -> Discovery:
@@ -66,6 +69,7 @@ def discover(root: Path, cache_dir: Path) -> Discovery:
     seen = Discovery(root, submodules=list_submodules(root))
     fetched = {s.path: (s, fetched_tree(s, cache_dir, root))
                for s in seen.submodules if not s.checked_out}
+    seen.fetched = {path: tree for path, (_, tree) in fetched.items()}
     pending: list[tuple[PurePosixPath, Path, Submodule | None]] = [(PurePosixPath("."), root, None)]
     while pending:
         rel, disk, sub = pending.pop()
@@ -107,11 +111,39 @@ def _left_out(folder: Path) -> str:
     return ""
 
 
+def composed_tree(ext: FoundExtension, seen: Discovery, cache_dir: Path) -> Path:
+    """The files ``ext`` builds from: its folder, with every fetched submodule inside it put
+    in place (a rasterizer checked out without its glm)."""
+    inside = {path: tree for path, tree in seen.fetched.items() if ext.folder in path.parents}
+    return _compose(seen.root, ext.folder, ext.tree, inside, cache_dir)
+
+
 def tree_of(root: Path, folder: str, cache_dir: Path) -> Path:
     """Where the files of ``folder`` (relative to ``root``) are: in the checkout, or in the
-    fetched tree of the not-checked-out submodule that holds it."""
-    inside = PurePosixPath(folder)
+    fetched tree of the not-checked-out submodule that holds it; with the fetched
+    submodules inside it put in place."""
+    inside, base, at = {}, root / folder, PurePosixPath(folder)
     for sub in list_submodules(root):
-        if not sub.checked_out and (inside == sub.path or sub.path in inside.parents):
-            return fetched_tree(sub, cache_dir, root) / inside.relative_to(sub.path)
-    return root / folder
+        if sub.checked_out:
+            continue
+        if at == sub.path or sub.path in at.parents:
+            base = fetched_tree(sub, cache_dir, root) / at.relative_to(sub.path)
+        elif at in sub.path.parents:
+            inside[sub.path] = fetched_tree(sub, cache_dir, root)
+    return _compose(root, at, base, inside, cache_dir)
+
+
+def _compose(root: Path, folder: PurePosixPath, base: Path, inside: dict[PurePosixPath, Path],
+             cache_dir: Path) -> Path:
+    """``base`` itself, or, when submodules were fetched inside ``folder``, one copy of it
+    with them in place under ``cache_dir`` (made again each time: nothing stale kept)."""
+    if not inside:
+        return base
+    dest = cache_dir / "composed" / f"{root.name}-{str(folder).replace('/', '-')}"
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(base, dest, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
+    for path, tree in inside.items():
+        target = dest / path.relative_to(folder)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(tree, target, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
+    return dest

@@ -6,7 +6,7 @@ user's tree is never written: ``git submodule update`` is theirs to run."""
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from cuforge.core.errors import CuforgeError, SourceError
@@ -29,8 +29,9 @@ class Submodule:
 
 
 def list_submodules(root: Path) -> list[Submodule]:
-    """The submodules ``root`` (a git clone) records; [] for a tree without .gitmodules or
-    outside git (a downloaded archive has no gitlinks to read)."""
+    """The submodules ``root`` (a git clone) records, and those of each one checked out, by
+    path from ``root``; [] for a tree without .gitmodules or outside git (a downloaded
+    archive has no gitlinks to read)."""
     if not (root / ".gitmodules").is_file():
         return []
     try:
@@ -42,8 +43,12 @@ def list_submodules(root: Path) -> list[Submodule]:
     for path, url in sorted(declared.items()):
         if path in links:
             folder = root / path
-            found.append(Submodule(PurePosixPath(path), _absolute(url, root), links[path],
-                                   folder.is_dir() and any(folder.iterdir())))
+            sub = Submodule(PurePosixPath(path), _absolute(url, root), links[path],
+                            folder.is_dir() and any(folder.iterdir()))
+            found.append(sub)
+            if sub.checked_out:   # its own submodules (glm in a rasterizer) may not be
+                found += [replace(inner, path=sub.path / inner.path)
+                          for inner in list_submodules(folder)]
     return found
 
 

@@ -19,7 +19,7 @@ from cuforge.discovery.fixes import FieldFix, field_fixes
 from cuforge.discovery.found import (checkout_label, discovered_stack, recipe_for,
                                      recipe_from_package)
 from cuforge.discovery.requirements import declared
-from cuforge.discovery.scan import Discovery, discover, tree_of
+from cuforge.discovery.scan import Discovery, composed_tree, discover, tree_of
 from cuforge.discovery.stackfile import stack_text
 
 
@@ -67,9 +67,11 @@ def _discovered(project: Project, checkout: Path) -> Served:
                           hint="pass --checkout the root of a clone that vendors its CUDA "
                                "extensions, or name a stack: " + ", ".join(available_stacks(project)))
     label = checkout_label(checkout)
-    fixes = {ext.folder: field_fixes(project.patches_dir, ext.tree) for ext in seen.found}
-    recipes = tuple(recipe_for(ext, label, tuple(f.name for f in fixes[ext.folder]))
-                    for ext in seen.found)
+    trees = {ext.folder: composed_tree(ext, seen, project.state_dir / "cache")
+             for ext in seen.found}
+    fixes = {folder: field_fixes(project.patches_dir, tree) for folder, tree in trees.items()}
+    recipes = tuple(recipe_for(ext, label, trees[ext.folder],
+                               tuple(f.name for f in fixes[ext.folder])) for ext in seen.found)
     wants = declared(checkout, {str(ext.folder) for ext in seen.found})
     stack = discovered_stack(seen, list(recipes), wants)
     return Served(replace(project, discovered=recipes), stack, "discovered", seen, recipes,
