@@ -156,8 +156,9 @@ def print_discovery(served: Served, out: Console) -> None:
 def discovery_report(served: Served) -> dict:
     """``setup --json``'s ``discovered``, ``left_out`` and ``stack_from`` (docs/json.md)."""
     seen = served.discovery
-    if seen is None:
-        return {"stack_from": served.why}
+    if seen is None:   # the same keys, empty: a named or known stack discovered nothing
+        return {"stack_from": served.why, "discovered": [], "left_out": [],
+                "entry_scripts": list(served.stack.entry_scripts)}
     return {"stack_from": "discovered",
             "discovered": [{"name": r.name, "folder": str(ext.folder), "kind": str(ext.build.kind),
                             "why": [c.text() for c in ext.build.calls],
