@@ -98,6 +98,17 @@ def test_dry_run_lists_each_extension_why_and_each_folder_left_out(project, tmp_
     assert {"folder": ".venv", "reason": "a virtual environment (pyvenv.cfg)"} in doc["left_out"]
 
 
+def test_a_fork_with_a_recipes_api_gets_that_recipes_smoke(project, tmp_path):
+    checkout = gaussian_splatting(tmp_path)
+    module = checkout / "submodules" / "simple-knn" / "simple_knn.cpp"
+    module.write_text(module.read_text().replace('{"kernel", kernel', '{"distCUDA2", kernel'))
+    run = cuforge(project, "setup", "--checkout", str(checkout), "--dry-run", "--json")
+    smoke = {d["folder"]: d["smoke"] for d in json.loads(run.stdout)["discovered"]}
+    assert smoke == {RASTERIZER: None, "submodules/simple-knn": "smoke/check_simple-knn.py"}
+    assert ("smoke: smoke/check_simple-knn.py (the simple-knn recipe's: it builds simple_knn._C "
+            "defining distCUDA2)") in run.stderr, run.stderr
+
+
 def test_stack_new_writes_what_discovery_found_and_setup_plans_the_same_build(project, tmp_path):
     checkout = gaussian_splatting(tmp_path)
     discovered = json.loads(cuforge(project, "setup", "--checkout", str(checkout), "--dry-run",

@@ -10,6 +10,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from cuforge.config.arches import ArchPolicy, ArchRule
+from cuforge.config.api import ApiRule, parse_api
 from cuforge.config.stress import StressRule, parse_stress
 from cuforge.config.names import as_known
 from cuforge.config.kernels import KernelFilter, parse_kernels
@@ -44,7 +45,7 @@ class BuildKind(StrEnum):
 
 RECIPE_KEYS = {"name", "kind", "depends", "modules", "smoke", "patches", "config_settings",
                "source", "arches", "env", "prebuilt", "requires", "extra_sources", "build_requires",
-               "notes", "compile_memory_gb", "upstream_tests", "stress", "kernels"}
+               "notes", "compile_memory_gb", "upstream_tests", "stress", "kernels", "api"}
 
 
 class SourceKind(StrEnum):
@@ -148,6 +149,7 @@ UPSTREAM_TEST_KEYS = {"path", "command", "requires", "gpu", "timeout", "source",
 
 
 
+
 @dataclass(frozen=True)
 class Recipe:
     name: str
@@ -173,6 +175,7 @@ class Recipe:
     stress: StressRule | None = None              # a repeated GPU workload ([stress])
     kernels: KernelFilter | None = None   # [kernels]: parameter sets a build leaves out
     file: Path | None = None
+    api: ApiRule | None = None                    # [api]: how discovery knows a fork of it
     # a discovered extension's content (``src1a2b3c4d``, cuforge.discovery.found): the end of
     # its wheels' local version, so that forks sharing a name never share a wheel file
     variant: str = ""
@@ -266,6 +269,7 @@ def parse_recipe(path: Path) -> Recipe:
         upstream_tests=_upstream_tests(data.get("upstream_tests"), where),
         stress=parse_stress(data.get("stress"), where),
         kernels=parse_kernels(data.get("kernels"), where),
+        api=parse_api(data.get("api"), where),
         file=path,
     )
 

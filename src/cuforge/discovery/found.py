@@ -10,12 +10,14 @@ checkouts' forks), and its wheels end their local version with the folder's cont
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from cuforge.config.arches import ArchRule
-from cuforge.config.recipes import BuildKind, Recipe, Source
+from cuforge.config.recipes import SMOKE_PREFIX, BuildKind, Recipe, SmokeRule, Source
+from cuforge.config.stress import STRESS_PREFIX
 from cuforge.config.stacks import CheckoutPackage, Stack
 from cuforge.discovery.entry import entry_scripts
 from cuforge.discovery.requirements import Declared
@@ -36,16 +38,23 @@ def variant(tree: Path) -> str:
     return f"src{tree_digest(tree)[:8]}"
 
 
-def recipe_for(ext: FoundExtension, label: str, tree: Path, fixes: tuple[str, ...] = ()
-               ) -> Recipe:
+def recipe_for(ext: FoundExtension, label: str, tree: Path, fixes: tuple[str, ...] = (),
+               fork_of: Recipe | None = None) -> Recipe:
     """The in-memory recipe of one found extension, built from ``tree`` (its folder, or that
-    with the submodules fetched into it: ``scan.composed_tree``); no smoke script, as it has
-    none of ours; ``fixes``: the field fixes (patch sets) its tree needs."""
+    with the submodules fetched into it: ``scan.composed_tree``); ``fixes``: the field fixes
+    (patch sets) its tree needs; ``fork_of``: the recipe whose API it has (``discovery.api``),
+    whose smoke and stress it gets (else it has no smoke script: none of ours fits it)."""
     dist = canonicalize_name(ext.build.name)
+    known = {} if fork_of is None else {
+        "smoke": SmokeRule(fork_of.smoke.script or f"smoke/{SMOKE_PREFIX}{fork_of.name}.py",
+                           fork_of.smoke.gpu, fork_of.smoke.requires),
+        "stress": None if fork_of.stress is None else replace(
+            fork_of.stress, script=fork_of.stress.script or
+            f"smoke/{STRESS_PREFIX}{fork_of.name}.py")}
     return Recipe(name=f"{dist}@{label}", kind=ext.build.kind or BuildKind.SETUPTOOLS,
                   source=Source(path=str(tree), checkout=str(ext.folder)),
                   modules=ext.build.modules or (dist.replace("-", "_"),),
-                  arches=ArchRule(), variant=variant(tree), patches=fixes)
+                  arches=ArchRule(), variant=variant(tree), patches=fixes, **known)
 
 
 def recipe_from_package(pkg: CheckoutPackage, tree: Path, stack: str) -> Recipe:

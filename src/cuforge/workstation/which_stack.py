@@ -11,10 +11,11 @@ from pathlib import Path, PurePosixPath
 from rich.console import Console
 from rich.text import Text
 
-from cuforge.config.recipes import Recipe
+from cuforge.config.recipes import Recipe, load_recipes
 from cuforge.config.stacks import Stack, available_stacks, load_stack
 from cuforge.core.errors import ConfigError, NothingToDo
 from cuforge.core.project import Project
+from cuforge.discovery.api import fork_of
 from cuforge.discovery.fixes import FieldFix, field_fixes
 from cuforge.discovery.found import (checkout_label, discovered_stack, recipe_for,
                                      recipe_from_package)
@@ -34,6 +35,7 @@ class Served:
     recipes: tuple[Recipe, ...] = ()  # the discovered ones
     requirements_left_out: tuple[str, ...] = ()   # declared lines that are not requirements
     fixes: dict[PurePosixPath, list[FieldFix]] = field(default_factory=dict)   # per folder
+    forks: dict[PurePosixPath, Recipe] = field(default_factory=dict)   # folder -> its API's recipe
 
 
 def serve(project: Project, name: str, checkout: Path) -> Served:
@@ -70,12 +72,16 @@ def _discovered(project: Project, checkout: Path) -> Served:
     trees = {ext.folder: composed_tree(ext, seen, project.state_dir / "cache")
              for ext in seen.found}
     fixes = {folder: field_fixes(project.patches_dir, tree) for folder, tree in trees.items()}
+    known = load_recipes(project).values()
+    forks = {ext.folder: fork_of(ext.build.modules, trees[ext.folder], known)
+             for ext in seen.found}
     recipes = tuple(recipe_for(ext, label, trees[ext.folder],
-                               tuple(f.name for f in fixes[ext.folder])) for ext in seen.found)
+                               tuple(f.name for f in fixes[ext.folder]), forks[ext.folder])
+                    for ext in seen.found)
     wants = declared(checkout, {str(ext.folder) for ext in seen.found})
     stack = discovered_stack(seen, list(recipes), wants)
     return Served(replace(project, discovered=recipes), stack, "discovered", seen, recipes,
-                  wants.left_out, fixes)
+                  wants.left_out, fixes, {f: r for f, r in forks.items() if r is not None})
 
 
 def _from_packages(project: Project, stack: Stack, checkout: Path) -> Served:
@@ -139,6 +145,11 @@ def print_discovery(served: Served, out: Console) -> None:
         out.print(Text(f"  {recipe.name}: {ext.folder} ({ext.build.kind}{origin}){role}"),
                   soft_wrap=True)
         out.print(Text(f"    why: {ext.why()}", style="dim"), soft_wrap=True)
+        known = served.forks.get(ext.folder)
+        if known is not None and known.api is not None:
+            out.print(Text(f"    smoke: {recipe.smoke.script} (the {known.name} recipe's: it "
+                           f"builds {known.api.module} defining {', '.join(known.api.defines)})"),
+                      soft_wrap=True)
         for fix in served.fixes.get(ext.folder, ()):
             out.print(Text(f"    fix: {fix.name} ({fix.description.removeprefix('Field fix: ')}"
                            f"): {', '.join(fix.files)}", style="yellow"), soft_wrap=True)
@@ -164,7 +175,9 @@ def discovery_report(served: Served) -> dict:
                             "why": [c.text() for c in ext.build.calls],
                             "submodule": ext.submodule.url if ext.submodule else None,
                             "fixes": [f.name for f in served.fixes.get(ext.folder, ())],
+                            "smoke": r.smoke.script or None,
                             "required": r.name in served.stack.packages}
                            for ext, r in zip(seen.found, served.recipes)],
             "left_out": [{"folder": str(x.folder), "reason": x.reason} for x in seen.left_out],
             "entry_scripts": list(served.stack.entry_scripts)}
+
