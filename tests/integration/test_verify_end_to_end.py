@@ -55,7 +55,9 @@ def test_good_wheel(ctx, wheelhouse):
                           smoke=vb.SMOKE / "passes.py", timeout=120)
     statuses = {r.check: r.status for r in report.results}
     assert statuses == {"abi": "pass", "symbols": "pass", "cudart": "pass", "fatbin": "pass",
-                        "import": "pass", "smoke": statuses["smoke"]}
+                        "glibc": statuses["glibc"], "import": "pass", "smoke": statuses["smoke"]}
+    # a build here needs the machine's glibc (2.34+), above torch's tag: a warning, not a fault
+    assert statuses["glibc"] in ("pass", "warn"), report.result("glibc").detail
     assert report.result("import").detail == ("imported torch, then goodpkg, goodpkg._hello; also "
                                               "without torch imported first")
     assert "goodpkg/libkernel.so [pass]: SASS sm_90; PTX none" in report.result("fatbin").detail
