@@ -167,7 +167,9 @@ def test_cuforge_built_as_on_an_aarch64_machine(target, built):
 def test_wheel_is_aarch64_with_sm121_sm120_sass_and_compute121_ptx(built, tmp_path):
     wheelhouse, _, _ = built
     wheel = next((wheelhouse / COMBO_DIR).glob("cachekern-*.whl"))
-    assert re.search(r"-manylinux_2_\d+_aarch64\.whl$", wheel.name), wheel.name   # its floor's tag
+    # its floor's tag (2_17 with its manylinux2014 alias)
+    assert re.search(r"-manylinux_2_\d+_aarch64(\.manylinux2014_aarch64)?\.whl$", wheel.name), \
+        wheel.name
     with zipfile.ZipFile(wheel) as zf:
         so = Path(zf.extract(next(n for n in zf.namelist() if n.endswith(".so")), tmp_path))
     with open(so, "rb") as fh:
