@@ -143,40 +143,19 @@ def test_a_known_stack_checkout_gets_its_stack_and_an_empty_one_is_refused(proje
     assert "Traceback" not in refused.stderr
 
 
-GOF_TETRA_SETUP = """\
-from setuptools import Extension, setup, find_packages
-
-
-class CMakeExtension(Extension):
-    def __init__(self, name, sourcedir=""):
-        super().__init__(name, sources=[])
-
-
-setup(
-    name="tetra-nerf",
-    version="0.1.1",
-    # ext_modules=[CMakeExtension("cmake_example")],
-    # cmdclass={"build_ext": CMakeBuild},
-    packages=find_packages(),
-)
-"""
+GOF_TETRA = REPO / "tests" / "fixtures" / "checkouts" / "gof_tetra"
 
 
 def test_a_gof_shape_commented_out_ext_modules_and_a_cmake_extension_are_found(project, tmp_path):
     checkout = gaussian_splatting(tmp_path, name="gaussian-opacity-fields")
-    tetra = checkout / "submodules" / "tetra-triangulation"
-    (tetra / "src").mkdir(parents=True)
-    (tetra / "setup.py").write_text(GOF_TETRA_SETUP)
-    (tetra / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.16)\n"
-                                          "project(fast_traversal LANGUAGES CXX CUDA)\n"
-                                          "find_package(Torch REQUIRED)\n")
+    shutil.copytree(GOF_TETRA, checkout / "submodules" / "tetra-triangulation")
     run = cuforge(project, "setup", "--checkout", str(checkout), "--dry-run", "--json")
     assert run.returncode == 0, run.stderr
     found = {d["folder"]: d for d in json.loads(run.stdout)["discovered"]}
     assert found["submodules/tetra-triangulation"]["kind"] == "cmake"
     assert found["submodules/tetra-triangulation"]["why"] == [
-        "submodules/tetra-triangulation/CMakeLists.txt:3 find_package(Torch)",
-        "submodules/tetra-triangulation/setup.py:12 CMakeExtension(cmake_example) (commented out)"]
+        "submodules/tetra-triangulation/CMakeLists.txt:4 find_package(Torch)",
+        "submodules/tetra-triangulation/setup.py:10 CMakeExtension(cmake_example) (commented out)"]
     assert found["submodules/tetra-triangulation"]["required"] is False
     assert found[RASTERIZER]["required"] is True
     assert ("tetra-nerf@gaussian-opacity-fields: submodules/tetra-triangulation (cmake) "

@@ -11,6 +11,7 @@ from cuforge.discovery.buildfiles import read_folder
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "checkouts" / "gaussian_splatting"
 RASTERIZER = "submodules/diff-gaussian-rasterization"
+GOF_TETRA = FIXTURE.parent / "gof_tetra"
 
 
 def write(folder: Path, **files: str) -> Path:
@@ -29,26 +30,8 @@ def test_a_3dgs_rasterizer_is_found_by_its_multi_line_call():
         f"{RASTERIZER}/setup.py:13 CUDAExtension(diff_gaussian_rasterization._C)"]
 
 
-def test_gof_tetra_triangulation_commented_out_ext_modules_and_a_cmake_build(tmp_path):
-    folder = write(tmp_path / "tetra-triangulation", setup__py="""\
-        from setuptools import Extension, setup, find_packages
-
-        class CMakeExtension(Extension):
-            def __init__(self, name, sourcedir=""):
-                super().__init__(name, sources=[])
-
-        setup(
-            name="tetra-nerf",
-            version="0.1.1",
-            # ext_modules=[CMakeExtension("cmake_example")],
-            packages=find_packages(),
-        )
-        """, CMakeLists__txt="""\
-        cmake_minimum_required(VERSION 3.16.3)
-        project(fast_traversal LANGUAGES CXX CUDA)
-        # find_package(pybind11 REQUIRED)
-        find_package(Torch REQUIRED)
-        """)
+def test_gof_tetra_triangulation_commented_out_ext_modules_and_a_cmake_build():
+    folder = GOF_TETRA
     build = read_folder(folder, "submodules/tetra-triangulation")
     assert build.kind is BuildKind.CMAKE and build.name == "tetra-nerf"
     assert [c.text() for c in build.calls] == [
